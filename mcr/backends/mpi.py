@@ -1,0 +1,276 @@
+"""MPI through mpi4py: CPU buffers directly; GPU tensors CUDA-aware or through pinned staging.
+
+Available only when the job was started by an MPI launcher (mpirun/mpiexec), so that importing
+mpi4py never turns a torchrun job into MPI singletons. Every call uses MPI's non-blocking form and
+completes through mcr's Work, which polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as tdist
+
+from ..config import Config
+from ..groups import Group
+from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
+from ..work import PROGRESS_HOOKS, Work, poll_until, wait_event
+from .base import HOST, Backend
+from .staging import PinnedPool, view_as
+
+_INT_MAX = 2**31 - 1
+
+
+def cuda_aware_mpi(setting: str) -> bool:
+    """MCR_MPI_CUDA_AWARE=1/0 decides; auto asks Open MPI's MPIX_Query_cuda_support."""
+    if setting in ("0", "1"):
+        return setting == "1"
+    try:
+        fn = ctypes.CDLL(None).MPIX_Query_cuda_support
+    except (AttributeError, OSError):
+        return False
+    fn.restype = ctypes.c_int
+    return bool(fn())
+
+
+class MpiBackend(Backend):
+    """mpi4py over the communicator of each mcr group."""
+
+    name = "mpi"
+    domain = HOST
+
+    def __init__(self, cfg: Config) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
+        self.pool = PinnedPool(cfg.mpi_pinned_max)
+        self._types = {
+            torch.float32: MPI.FLOAT, torch.float64: MPI.DOUBLE, torch.int8: MPI.INT8_T,
+            torch.uint8: MPI.UINT8_T, torch.int16: MPI.INT16_T, torch.int32: MPI.INT32_T,
+            torch.int64: MPI.INT64_T, torch.complex64: MPI.C_FLOAT_COMPLEX,
+            torch.complex128: MPI.C_DOUBLE_COMPLEX,
+        }
+        R = tdist.ReduceOp
+        self._ops = {R.SUM: MPI.SUM, R.AVG: MPI.SUM, R.PRODUCT: MPI.PROD, R.MIN: MPI.MIN,
+                     R.MAX: MPI.MAX, R.BAND: MPI.BAND, R.BOR: MPI.BOR, R.BXOR: MPI.BXOR}
+        self._bitwise = {R.BAND, R.BOR, R.BXOR}
+        self._ordered = {R.MIN, R.MAX}
+        PROGRESS_HOOKS.append(self._progress)
+
+    def _progress(self) -> None:
+        # Any MPI call drives Open MPI's progress engine, which moves our peers' pending messages.
+        self.MPI.COMM_WORLD.Iprobe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG)
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """MPI reduces only the types MPI names; counts are C ints."""
+        if key.device == "cuda" and not torch.cuda.is_available():
+            return "CUDA is not available in this process"
+        if key.nbytes > _INT_MAX:
+            return f"message of {key.nbytes} bytes exceeds MPI's int count (2 GiB)"
+        if key.op in REDUCTIONS and key.redop is not None:
+            dt = key.dtype
+            if dt not in self._types:
+                return f"MPI has no {dt} reduction type"
+            if key.redop not in self._ops:
+                return f"MPI has no {key.redop} reduction"
+            if key.redop in self._bitwise and (dt.is_floating_point or dt.is_complex):
+                return "MPI bitwise reductions need integer tensors"
+            if key.redop in self._ordered and dt.is_complex:
+                return "MPI min/max need ordered (non-complex) types"
+            if key.redop == tdist.ReduceOp.AVG and not dt.is_floating_point:
+                return "avg needs a floating-point tensor"
+        return None
+
+    # -- buffers ---------------------------------------------------------------------------
+
+    def _stage(self, tensors: list[tuple[torch.Tensor, bool]]
+               ) -> tuple[list[torch.Tensor], list[Callable[[], None]]]:
+        """Host-visible stand-ins for tensors; (tensor, copy_in). Returns views and copy-backs.
+
+        GPU tensors: wait (polling, MPI progressing) until the producing stream has written them,
+        then hand MPI either the device memory (CUDA-aware) or a pinned copy.
+        """
+        if not any(t.is_cuda for t, _ in tensors):
+            return [t for t, _ in tensors], []
+        views: list[torch.Tensor] = []
+        after: list[Callable[[], None]] = []
+        if self.cuda_aware:
+            views = [t for t, _ in tensors]
+        else:
+            for t, copy_in in tensors:
+                buf = self.pool.get(t.numel() * t.element_size())
+                host = view_as(buf, t)
+                if copy_in:
+                    host.copy_(t, non_blocking=True)
+                views.append(host)
+                after.append(self._copy_back(t, host, buf))
+        ready = torch.cuda.Event()
+        ready.record()
+        wait_event(ready, "GPU producer of an MPI buffer")
+        return views, after
+
+    def _copy_back(self, t: torch.Tensor, host: torch.Tensor, buf: torch.Tensor
+                   ) -> Callable[[], None]:
+        def fn() -> None:
+            t.copy_(host, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record()
+            self.pool.put(buf, ev)
+        return fn
+
+    def _bytes(self, t: torch.Tensor) -> Any:
+        return self._np(t.reshape(-1).view(torch.uint8))
+
+    def _np(self, t: torch.Tensor) -> Any:
+        # mpi4py reads CUDA memory through __cuda_array_interface__ and host memory as numpy.
+        return t if t.is_cuda else t.numpy()
+
+    def _typed(self, t: torch.Tensor) -> list:
+        return [self._np(t.reshape(-1)), self._types[t.dtype]]
+
+    def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
+              keep: tuple, source: Callable[[], int] | None = None) -> Work:
+        w = Work(op, self.name, nbytes, g.size, mpi_requests=reqs,
+                 mpi_test=self.MPI.Request.Testall, after=after, keep=keep)
+        w.source = source
+        return w
+
+    @staticmethod
+    def _avg(t: torch.Tensor, redop: Any, n: int) -> list[Callable[[], None]]:
+        return [lambda: t.div_(n)] if redop == tdist.ReduceOp.AVG else []
+
+    # -- collectives -----------------------------------------------------------------------
+
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group) -> Work:
+        """MPI_Iallreduce in place (avg: sum, then divide)."""
+        (h,), after = self._stage([(t, True)])
+        req = g.handles[self.name].Iallreduce(self.MPI.IN_PLACE, self._typed(h), self._ops[redop])
+        return self._work(ALL_REDUCE, t.numel() * t.element_size(), g, [req],
+                          self._avg(h, redop, g.size) + after, (t, h))
+
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+        """MPI_Iallgather of bytes."""
+        (hi, ho), after = self._stage([(inp, True), (out, False)])
+        req = g.handles[self.name].Iallgather([self._bytes(hi), self.MPI.BYTE],
+                                              [self._bytes(ho), self.MPI.BYTE])
+        return self._work("all_gather", out.numel() * out.element_size(), g, [req], after,
+                          (hi, ho, inp, out))
+
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
+        """MPI_Ireduce_scatter_block (avg: sum, then divide)."""
+        (hi, ho), after = self._stage([(inp, True), (out, False)])
+        req = g.handles[self.name].Ireduce_scatter_block(self._typed(hi), self._typed(ho),
+                                                         self._ops[redop])
+        return self._work("reduce_scatter", inp.numel() * inp.element_size(), g, [req],
+                          self._avg(ho, redop, g.size) + after, (hi, ho, inp, out))
+
+    def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
+                   in_counts: list[int], g: Group) -> Work:
+        """MPI_Ialltoallv of bytes."""
+        (hi, ho), after = self._stage([(inp, True), (out, False)])
+        es = inp.element_size()
+
+        def layout(counts: list[int]) -> tuple[list[int], list[int]]:
+            b = [c * es for c in counts]
+            return b, [int(x) for x in np.concatenate(([0], np.cumsum(b)[:-1]))]
+
+        req = g.handles[self.name].Ialltoallv([self._bytes(hi), layout(in_counts), self.MPI.BYTE],
+                                              [self._bytes(ho), layout(out_counts), self.MPI.BYTE])
+        return self._work("all_to_all", inp.numel() * es, g, [req], after, (hi, ho, inp, out))
+
+    def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
+        """MPI_Ibcast of bytes."""
+        (h,), after = self._stage([(t, g.rank == root)])
+        req = g.handles[self.name].Ibcast([self._bytes(h), self.MPI.BYTE], root)
+        return self._work("broadcast", t.numel() * t.element_size(), g, [req], after, (t, h))
+
+    def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group) -> Work:
+        """MPI_Ireduce in place at the root (avg: sum, then divide at the root)."""
+        (h,), after = self._stage([(t, True)])
+        comm, op = g.handles[self.name], self._ops[redop]
+        if g.rank == root:
+            req = comm.Ireduce(self.MPI.IN_PLACE, self._typed(h), op, root)
+            after = self._avg(h, redop, g.size) + after
+        else:
+            req = comm.Ireduce(self._typed(h), None, op, root)
+        return self._work("reduce", t.numel() * t.element_size(), g, [req], after, (t, h))
+
+    def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group) -> Work:
+        """MPI_Igather of bytes."""
+        pairs = [(inp, True)] + ([(out, False)] if out is not None else [])
+        views, after = self._stage(pairs)
+        recv = [self._bytes(views[1]), self.MPI.BYTE] if out is not None else None
+        req = g.handles[self.name].Igather([self._bytes(views[0]), self.MPI.BYTE], recv, root)
+        return self._work("gather", inp.numel() * inp.element_size() * g.size, g, [req], after,
+                          (views, inp, out))
+
+    def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group) -> Work:
+        """MPI_Iscatter of bytes."""
+        pairs = [(out, False)] + ([(inp, True)] if inp is not None else [])
+        views, after = self._stage(pairs)
+        send = [self._bytes(views[1]), self.MPI.BYTE] if inp is not None else None
+        req = g.handles[self.name].Iscatter(send, [self._bytes(views[0]), self.MPI.BYTE], root)
+        return self._work("scatter", out.numel() * out.element_size() * g.size, g, [req], after,
+                          (views, inp, out))
+
+    def send(self, t: torch.Tensor, peer: int, tag: int, g: Group) -> Work:
+        """MPI_Isend of bytes."""
+        (h,), after = self._stage([(t, True)])
+        req = g.handles[self.name].Isend([self._bytes(h), self.MPI.BYTE], peer, tag)
+        return self._work("send", t.numel() * t.element_size(), g, [req], after, (t, h))
+
+    def recv(self, t: torch.Tensor, peer: int | None, tag: int, g: Group) -> Work:
+        """MPI_Irecv of bytes (peer None: any source; the Work reports the sender)."""
+        (h,), after = self._stage([(t, False)])
+        src = self.MPI.ANY_SOURCE if peer is None else peer
+        req = g.handles[self.name].Irecv([self._bytes(h), self.MPI.BYTE], src, tag)
+        status = self.MPI.Status()
+        w = self._work("recv", t.numel() * t.element_size(), g, [req], after, (t, h),
+                       source=status.Get_source)
+        w._mpi_test = lambda reqs: reqs[0].Test(status)
+        return w
+
+    def barrier(self, g: Group) -> Work:
+        """MPI_Ibarrier."""
+        return self._work("barrier", 0, g, [g.handles[self.name].Ibarrier()], [], ())
+
+    # -- objects ---------------------------------------------------------------------------
+
+    def _wait(self, req: Any, what: str) -> None:
+        poll_until(req.Test, f"{what} on backend 'mpi'")
+
+    def broadcast_object_list(self, objs: list[Any], root: int, g: Group) -> None:
+        """Pickle on the root, broadcast length then bytes, unpickle in place."""
+        comm = g.handles[self.name]
+        data = np.frombuffer(pickle.dumps(objs), dtype=np.uint8) if g.rank == root else None
+        n = np.array([0 if data is None else data.size], dtype=np.int64)
+        self._wait(comm.Ibcast(n, root), "broadcast_object_list")
+        buf = data if data is not None else np.empty(int(n[0]), dtype=np.uint8)
+        self._wait(comm.Ibcast(buf, root), "broadcast_object_list")
+        if g.rank != root:
+            got = pickle.loads(buf.tobytes())  # noqa: S301 - peers of one job, as torch does
+            if len(got) != len(objs):
+                raise ValueError(f"broadcast_object_list: root sent {len(got)} objects, this "
+                                 f"rank's list has {len(objs)}")
+            objs[:] = got
+
+    def all_gather_object(self, out: list[Any], obj: Any, g: Group) -> None:
+        """Pickle, all-gather lengths then bytes (Iallgatherv), unpickle."""
+        comm = g.handles[self.name]
+        data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        sizes = np.empty(g.size, dtype=np.int64)
+        mine = np.array([data.size], dtype=np.int64)  # must outlive the request
+        self._wait(comm.Iallgather(mine, sizes),
+                   "all_gather_object")
+        displs = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        buf = np.empty(int(sizes.sum()), dtype=np.uint8)
+        self._wait(comm.Iallgatherv(data, [buf, (sizes.tolist(), displs.tolist()),
+                                           self.MPI.BYTE]), "all_gather_object")
+        for i in range(g.size):
+            out[i] = pickle.loads(buf[displs[i]:displs[i] + sizes[i]].tobytes())  # noqa: S301

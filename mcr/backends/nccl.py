@@ -1,0 +1,30 @@
+"""NCCL (RCCL on ROCm) through torch ProcessGroupNCCL: the default for GPU tensors."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as tdist
+
+from ..ops import CallKey
+from .base import STREAM
+from .torch_pg import TorchPGBackend
+
+_BITWISE = (tdist.ReduceOp.BAND, tdist.ReduceOp.BOR, tdist.ReduceOp.BXOR)
+
+
+class NcclBackend(TorchPGBackend):
+    """CUDA tensors over NCCL, stream-ordered."""
+
+    name = "nccl"
+    domain = STREAM
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """NCCL serves CUDA tensors; it has no bitwise or bool reductions."""
+        if key.device != "cuda":
+            return f"nccl serves CUDA tensors only, not {key.device}"
+        if key.redop is not None:
+            if key.redop in _BITWISE:
+                return "nccl has no bitwise reductions"
+            if key.dtype == torch.bool:
+                return "nccl has no bool reductions"
+        return None

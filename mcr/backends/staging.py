@@ -1,0 +1,41 @@
+"""Reused pinned host buffers for host-progressed libraries that cannot read GPU memory."""
+
+from __future__ import annotations
+
+import torch
+
+from ..work import wait_event
+
+
+class PinnedPool:
+    """Pinned host buffers reused across calls; the cache is bounded in bytes."""
+
+    def __init__(self, max_cached_bytes: float) -> None:
+        self.max_cached = max_cached_bytes
+        self.cached = 0
+        self._free: list[tuple[torch.Tensor, torch.cuda.Event | None]] = []
+
+    def get(self, nbytes: int) -> torch.Tensor:
+        """A pinned uint8 buffer of at least nbytes, not in use by any pending copy."""
+        fits = [(buf.numel(), i) for i, (buf, _) in enumerate(self._free) if buf.numel() >= nbytes]
+        best = min(fits)[1] if fits else None
+        if best is not None:
+            buf, ev = self._free.pop(best)
+            self.cached -= buf.numel()
+            if ev is not None:
+                wait_event(ev, "reuse of a pinned staging buffer")
+            return buf
+        size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
+        return torch.empty(size, dtype=torch.uint8, pin_memory=True)
+
+    def put(self, buf: torch.Tensor, event: torch.cuda.Event | None) -> None:
+        """Give a buffer back; event marks the last device copy that reads or writes it."""
+        if self.cached + buf.numel() <= self.max_cached:
+            self._free.append((buf, event))
+            self.cached += buf.numel()
+
+
+def view_as(buf: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """buf's first bytes viewed with like's dtype and shape."""
+    n = like.numel() * like.element_size()
+    return buf[:n].view(like.dtype).view(like.shape)

@@ -1,0 +1,59 @@
+"""Environment knobs, read once at init (README "Environment variables" documents each)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        val = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if val <= 0:
+        raise ValueError(f"{name}={raw!r} must be positive")
+    return val
+
+
+def _env_bool(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass
+class Config:
+    """Settings in force for this process."""
+
+    backend: str | None          # MCR_BACKEND: force one backend for every call
+    tuning_table: str | None     # MCR_TUNING_TABLE: file or folder of tables
+    system_class: str | None     # MCR_SYSTEM_CLASS: override the detected system class
+    profile: str                 # MCR_PROFILE: standalone | overlap
+    timeout_s: float             # MCR_TIMEOUT_S: every blocking wait raises after this
+    log: bool                    # MCR_LOG: comms logger on
+    check: bool                  # MCR_CHECK: compare each call's size/dtype across ranks
+    mpi_cuda_aware: str          # MCR_MPI_CUDA_AWARE: auto | 0 | 1
+    mpi_pinned_max: float        # MCR_MPI_PINNED_MAX_BYTES: pinned staging cache bound
+
+
+def from_env() -> Config:
+    """Read MCR_* variables; raise ValueError naming a bad one."""
+    from .units import parse_bytes
+
+    profile = os.environ.get("MCR_PROFILE", "standalone") or "standalone"
+    cuda_aware = os.environ.get("MCR_MPI_CUDA_AWARE", "auto") or "auto"
+    if cuda_aware not in ("auto", "0", "1"):
+        raise ValueError(f"MCR_MPI_CUDA_AWARE={cuda_aware!r} must be auto, 0 or 1")
+    return Config(
+        backend=os.environ.get("MCR_BACKEND") or None,
+        tuning_table=os.environ.get("MCR_TUNING_TABLE") or None,
+        system_class=os.environ.get("MCR_SYSTEM_CLASS") or None,
+        profile=profile,
+        timeout_s=_env_float("MCR_TIMEOUT_S", 600.0),
+        log=_env_bool("MCR_LOG"),
+        check=_env_bool("MCR_CHECK"),
+        mpi_cuda_aware=cuda_aware,
+        mpi_pinned_max=parse_bytes(os.environ.get("MCR_MPI_PINNED_MAX_BYTES", "1GiB")),
+    )

@@ -1,0 +1,99 @@
+"""The one place that decides which backend runs a call.
+
+Order: per-call `backend=` (strict: an error if it cannot serve) > MCR_BACKEND > tuning table >
+default (nccl for GPU tensors, gloo for CPU) > any other backend that can serve. A choice that
+declines falls to the next; each (choice, reason) is counted and logged once. Decisions are cached
+per key, so the hot path is one dict lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from .backends import Backend, canonical
+from .errors import BackendUnavailable
+from .groups import Group
+from .ops import CallKey, dtype_name, redop_name
+from .tables import TableSet
+from .units import format_bytes
+
+log = logging.getLogger("mcr")
+_CACHE_MAX = 1 << 16
+
+
+def describe_key(key: CallKey) -> str:
+    """`all_reduce of 4096 B float32 on cpu, group of 2` for messages."""
+    red = f" ({redop_name(key.redop)})" if key.redop is not None else ""
+    return (f"{key.op}{red} of {format_bytes(key.nbytes)} B {dtype_name(key.dtype)} on "
+            f"{key.device}, group of {key.group_size}")
+
+
+class Dispatcher:
+    """Chooses a backend per call from the rules above."""
+
+    def __init__(self, backends: dict[str, Backend], tables: TableSet, env_backend: str | None,
+                 profile: str) -> None:
+        self.backends = backends
+        self.tables = tables
+        self.env_backend = canonical(env_backend) if env_backend else None
+        self.profile = profile
+        self.fallbacks: Counter[tuple[str, str, str]] = Counter()
+        self.chosen: Counter[tuple[str, str]] = Counter()  # (op, backend) decisions made
+        self._cache: dict[tuple, Backend] = {}
+
+    def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
+        """Backend for this call (cached per key, group and forced name)."""
+        ck = (key, group.id, forced)
+        b = self._cache.get(ck)
+        if b is None:
+            b = self._decide(key, group, forced)
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[ck] = b
+        return b
+
+    def _decide(self, key: CallKey, group: Group, forced: str | None) -> Backend:
+        if forced is not None:
+            b = self._get(forced, "backend=")
+            reason = b.decline(key, group)
+            if reason:
+                raise BackendUnavailable(f"backend {forced!r} (forced for this call) cannot "
+                                         f"serve {describe_key(key)}: {reason}")
+            return b
+        candidates: list[tuple[str, str]] = []
+        if self.env_backend:
+            candidates.append((self.env_backend, "MCR_BACKEND"))
+        hit = None
+        if key.nbytes >= 0:  # negative: no size that every rank shares, so no table rule
+            hit = self.tables.lookup(key.device, key.group_size, key.op, key.nbytes,
+                                     dtype_name(key.dtype), key.profile)
+        if hit is not None:
+            candidates.append((canonical(hit[0]), f"table {hit[1]}"))
+        default = group.default_gpu if key.device == "cuda" else "gloo"
+        candidates.append((default, "default"))
+        candidates += [(n, "fallback") for n in self.backends]
+        reasons = []
+        for name, source in candidates:
+            b = self._get(name, source)
+            reason = b.decline(key, group)
+            if reason is None:
+                self.chosen[(key.op, name)] += 1
+                return b
+            reasons.append(f"{name} ({source}): {reason}")
+            if source != "fallback":
+                self._count_fallback(source, name, reason)
+        raise BackendUnavailable(f"no backend can serve {describe_key(key)}:\n  "
+                                 + "\n  ".join(reasons))
+
+    def _get(self, name: str, source: str) -> Backend:
+        try:
+            return self.backends[canonical(name)]
+        except ValueError as e:
+            raise BackendUnavailable(f"{source}: {e}") from None
+
+    def _count_fallback(self, source: str, name: str, reason: str) -> None:
+        k = (source.split(" ")[0], name, reason)
+        self.fallbacks[k] += 1
+        if self.fallbacks[k] == 1:
+            log.info("mcr: %s chose %s but it declined (%s); falling back", source, name, reason)

@@ -1,0 +1,311 @@
+"""Tuning tables: YAML schema v1, loading with file:line errors, O(log n) lookup, fingerprint.
+
+A table file names the system it was measured on, its provenance, the tensor device its rules are
+for, and per group size, per op, an ordered list of half-open byte ranges `[min, max)` each naming a
+backend, optionally restricted to some dtypes and to one profile. See README "Tuning tables".
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import TableError
+from .ops import OPS
+from .units import format_bytes, parse_bytes
+
+SCHEMA_VERSION = 1
+PROFILES = ("standalone", "overlap")
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32",
+          "int64", "bool", "complex64", "complex128")
+_TOP_KEYS = {"schema_version", "system", "provenance", "device", "groups"}
+_SYSTEM_REQUIRED = {"class"}
+_PROVENANCE_REQUIRED = {"tool", "date", "statistic"}
+_ENTRY_KEYS = {"min", "max", "backend", "dtype", "profile"}
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings remember the line of every key (1-based)."""
+
+
+class _LineDict(dict):
+    """A mapping from YAML that knows its own line and each key's line."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LineDict:
+    loader.flatten_mapping(node)
+    out = _LineDict()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in out:
+            raise TableError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+@dataclass
+class _Ranges:
+    """Sorted, non-overlapping ranges of one (op, dtype, profile) selector."""
+
+    mins: list[float] = field(default_factory=list)
+    maxs: list[float] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)
+
+    def find(self, nbytes: int) -> int | None:
+        """Index of the range holding nbytes, or None (a gap)."""
+        i = bisect.bisect_right(self.mins, nbytes) - 1
+        if i >= 0 and nbytes < self.maxs[i]:
+            return i
+        return None
+
+
+@dataclass
+class Table:
+    """One loaded file."""
+
+    path: str
+    system: dict[str, Any]
+    provenance: dict[str, Any]
+    device: str
+    # (group_size, op) -> {(dtype|None, profile|None): _Ranges}
+    rules: dict[tuple[int, str], dict[tuple[str | None, str | None], _Ranges]]
+    raw: dict[str, Any]
+
+
+class _Errors:
+    """Collects schema errors so one load reports all of them, each with file and line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.items: list[str] = []
+
+    def add(self, line: int, where: str, msg: str) -> None:
+        self.items.append(f"{self.path}:{line}: {where}: {msg}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise TableError("invalid tuning table:\n  " + "\n  ".join(self.items))
+
+
+def _line(d: Any, key: Any = None) -> int:
+    if isinstance(d, _LineDict):
+        return d.key_lines.get(key, d.line) if key is not None else d.line
+    return 0
+
+
+def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> Table:
+    """Load and validate one YAML table; raise TableError naming file, line and field."""
+    path = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise TableError(f"{path}: cannot read tuning table: {e}") from e
+    try:
+        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except TableError as e:
+        raise TableError(f"{path}:{str(e).removeprefix('line ')}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise TableError(f"{path}:{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    err = _Errors(path)
+    if not isinstance(doc, dict):
+        err.add(1, "top level", "must be a mapping with schema_version, system, provenance, "
+                "device, groups")
+        err.raise_if_any()
+    for k in doc:
+        if k not in _TOP_KEYS:
+            err.add(_line(doc, k), str(k), f"unknown top-level key; expected {sorted(_TOP_KEYS)}")
+    for k in sorted(_TOP_KEYS - set(doc)):
+        err.add(_line(doc), k, "missing")
+    if "schema_version" in doc and doc["schema_version"] != SCHEMA_VERSION:
+        err.add(_line(doc, "schema_version"), "schema_version",
+                f"{doc['schema_version']!r} is not supported (this mcr reads {SCHEMA_VERSION})")
+    for name, required in (("system", _SYSTEM_REQUIRED), ("provenance", _PROVENANCE_REQUIRED)):
+        sec = doc.get(name)
+        if name in doc and not isinstance(sec, dict):
+            err.add(_line(doc, name), name, "must be a mapping")
+        elif isinstance(sec, dict):
+            for k in sorted(required - set(sec)):
+                err.add(_line(sec), f"{name}.{k}", "missing")
+    device = doc.get("device")
+    if "device" in doc and device not in DEVICES:
+        err.add(_line(doc, "device"), "device", f"{device!r} is not one of {list(DEVICES)}")
+    rules: dict[tuple[int, str], dict[tuple[str | None, str | None], _Ranges]] = {}
+    groups = doc.get("groups")
+    if "groups" in doc and not isinstance(groups, dict):
+        err.add(_line(doc, "groups"), "groups", "must map group size -> ops")
+    elif isinstance(groups, dict):
+        for gsize, ops in groups.items():
+            gline = _line(groups, gsize)
+            if not isinstance(gsize, int) or isinstance(gsize, bool) or gsize < 1:
+                err.add(gline, f"groups.{gsize}", "group size must be a positive integer")
+                continue
+            if not isinstance(ops, dict):
+                err.add(gline, f"groups.{gsize}", "must map op name -> list of ranges")
+                continue
+            for op, entries in ops.items():
+                rules[(gsize, op)] = _parse_op(err, ops, gsize, op, entries, known_backends)
+    err.raise_if_any()
+    return Table(path=path, system=dict(doc["system"]), provenance=dict(doc["provenance"]),
+                 device=device, rules=rules, raw=_plain(doc))
+
+
+def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
+              known_backends: frozenset[str] | set[str]) -> dict:
+    where = f"groups.{gsize}.{op}"
+    oline = _line(ops, op)
+    if op not in OPS:
+        err.add(oline, where, f"unknown op {op!r}; expected one of {list(OPS)}")
+        return {}
+    if not isinstance(entries, list) or not entries:
+        err.add(oline, where, "must be a non-empty list of ranges")
+        return {}
+    by_sel: dict[tuple[str | None, str | None], _Ranges] = {}
+    for i, e in enumerate(entries):
+        ew = f"{where}[{i}]"
+        eline = _line(e) or oline
+        if not isinstance(e, dict):
+            err.add(eline, ew, "must be a mapping like {max: 64KiB, backend: mpi}")
+            continue
+        for k in e:
+            if k not in _ENTRY_KEYS:
+                err.add(_line(e, k), f"{ew}.{k}", f"unknown key; expected {sorted(_ENTRY_KEYS)}")
+        backend = e.get("backend")
+        if backend is None:
+            err.add(eline, f"{ew}.backend", "missing")
+        elif backend not in known_backends:
+            err.add(_line(e, "backend"), f"{ew}.backend",
+                    f"unknown backend {backend!r}; expected one of {sorted(known_backends)}")
+        dtypes = e.get("dtype")
+        dtypes = [dtypes] if isinstance(dtypes, str) or dtypes is None else dtypes
+        for dt in dtypes:
+            if dt is not None and dt not in DTYPES:
+                err.add(_line(e, "dtype"), f"{ew}.dtype", f"unknown dtype {dt!r}; expected one "
+                        f"of {list(DTYPES)}")
+        profile = e.get("profile")
+        if profile is not None and profile not in PROFILES:
+            err.add(_line(e, "profile"), f"{ew}.profile",
+                    f"unknown profile {profile!r}; expected one of {list(PROFILES)}")
+        try:
+            hi = parse_bytes(e["max"]) if "max" in e else None
+        except ValueError as x:
+            err.add(_line(e, "max"), f"{ew}.max", str(x))
+            continue
+        if hi is None:
+            err.add(eline, f"{ew}.max", "missing (use a size like 64KiB, or inf)")
+            continue
+        for dt in dtypes:
+            rng = by_sel.setdefault((dt, profile), _Ranges())
+            try:
+                lo = parse_bytes(e["min"]) if "min" in e else (rng.maxs[-1] if rng.maxs else 0)
+            except ValueError as x:
+                err.add(_line(e, "min"), f"{ew}.min", str(x))
+                continue
+            if lo == math.inf or lo >= hi:
+                err.add(eline, ew, f"empty range [{format_bytes(lo)}, {format_bytes(hi)})")
+                continue
+            if rng.maxs and lo < rng.maxs[-1]:
+                kind = "unsorted" if lo < rng.mins[-1] else "overlapping"
+                err.add(eline, ew, f"{kind} range: [{format_bytes(lo)}, {format_bytes(hi)}) "
+                        f"starts before the previous range ends ({format_bytes(rng.maxs[-1])}, "
+                        f"{rng.where[-1]})")
+                continue
+            rng.mins.append(lo)
+            rng.maxs.append(hi)
+            rng.backends.append(str(backend))
+            rng.where.append(f"{err.path}:{eline}")
+    return by_sel
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+
+
+class TableSet:
+    """All tables in force, indexed by (device, group size); the dispatcher asks it."""
+
+    def __init__(self, tables: list[Table]) -> None:
+        self.tables = tables
+        self._index: dict[tuple[str, int, str], tuple[Table, dict]] = {}
+        for t in tables:
+            for (gsize, op), sel in t.rules.items():
+                prev = self._index.get((t.device, gsize, op))
+                if prev is not None:
+                    raise TableError(f"{t.path}: device {t.device}, group size {gsize}, op {op} "
+                                     f"is also defined in {prev[0].path}")
+                self._index[(t.device, gsize, op)] = (t, sel)
+
+    def lookup(self, device: str, group_size: int, op: str, nbytes: int, dtype: str,
+               profile: str) -> tuple[str, str] | None:
+        """(backend, 'file:line') of the rule for this call, or None where no rule covers it."""
+        hit = self._index.get((device, group_size, op))
+        if hit is None:
+            return None
+        sel = hit[1]
+        for key in ((dtype, profile), (dtype, None), (None, profile), (None, None)):
+            rng = sel.get(key)
+            if rng is not None:
+                i = rng.find(nbytes)
+                if i is not None:
+                    return rng.backends[i], rng.where[i]
+        return None
+
+    def fingerprint(self) -> str:
+        """Short hash of every rule in force; equal on all ranks or init refuses to start."""
+        body = json.dumps(sorted((t.device, t.raw.get("groups")) for t in self.tables),
+                          sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line naming the files in force."""
+        return ", ".join(t.path for t in self.tables) or "(no tuning table)"
+
+
+def find_table_files(location: str | Path, system_class: str | None) -> list[Path]:
+    """YAML files at a path (file or folder); in a folder, only those of system_class."""
+    p = Path(location)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise TableError(f"{p}: no such tuning table file or folder")
+    out = []
+    for f in sorted(p.glob("*.yaml")):
+        if system_class is None:
+            out.append(f)
+            continue
+        try:
+            head = yaml.safe_load(f.read_text()) or {}
+        except yaml.YAMLError:
+            out.append(f)  # let load_table report the error with its line
+            continue
+        if isinstance(head, dict) and (head.get("system") or {}).get("class") == system_class:
+            out.append(f)
+    return out
+
+
+def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> TableSet:
+    """Load several files into one TableSet."""
+    return TableSet([load_table(p, known_backends) for p in paths])

@@ -1,0 +1,170 @@
+"""One Work type over torch work, MPI requests and CUDA events, with the synchronization rules.
+
+Stream-ordered work (NCCL and other GPU-stream libraries): wait() makes the caller's current stream
+wait and returns without blocking the host; synchronize() blocks. Host-progressed work (Gloo, MPI):
+wait() blocks the host until the library is done, then runs the copy-backs on the caller's stream.
+Every host block has a deadline (MCR_TIMEOUT_S) and keeps MPI progressing while it waits.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from .errors import McrTimeoutError
+
+# Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
+# the peers that wait on us. Backends register here.
+PROGRESS_HOOKS: list[Callable[[], None]] = []
+_TIMEOUT_S = [600.0]
+# Called with (work, seconds) when a work completes and the comms logger is on.
+ON_COMPLETE: list[Callable[[Work, float], None]] = []
+
+
+def set_timeout(seconds: float) -> None:
+    """Deadline for every blocking wait from now on."""
+    _TIMEOUT_S[0] = float(seconds)
+
+
+def get_timeout() -> float:
+    """Deadline in seconds for blocking waits."""
+    return _TIMEOUT_S[0]
+
+
+def _progress() -> None:
+    for hook in PROGRESS_HOOKS:
+        hook()
+
+
+def _timeout_error(what: str, timeout: float) -> McrTimeoutError:
+    return McrTimeoutError(
+        f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
+        "group may not have called it, or ranks issued collectives in a different order "
+        "(MCR_CHECK=1 compares every call across ranks).")
+
+
+def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+    """Block the host until done() is true, progressing MPI; raise McrTimeoutError on deadline."""
+    if done():
+        return
+    timeout = get_timeout() if timeout is None else timeout
+    deadline = time.monotonic() + timeout
+    spins = 0
+    while True:
+        _progress()
+        if done():
+            return
+        spins += 1
+        if spins > 64:
+            # Yield the core: ranks are often oversubscribed, and Gloo's threads need CPU too.
+            time.sleep(1e-5 if spins < 5000 else 1e-3) if spins > 2000 else os.sched_yield()
+            if time.monotonic() > deadline:
+                raise _timeout_error(what, timeout)
+
+
+def wait_event(event: torch.cuda.Event, what: str) -> None:
+    """Host-wait for a CUDA event without a bare device synchronize, keeping MPI progressing."""
+    poll_until(event.query, what)
+
+
+class Work:
+    """Handle of one collective or point-to-point call, whatever library runs it."""
+
+    __slots__ = ("op", "backend", "nbytes", "group_size", "_torch", "_reqs", "_stream",
+                 "_after", "_done", "_t0", "_mpi_test", "source", "_keep")
+
+    def __init__(self, op: str, backend: str, nbytes: int, group_size: int, *,
+                 torch_work: Any = None, mpi_requests: list | None = None,
+                 mpi_test: Callable[[list], bool] | None = None, stream_ordered: bool = False,
+                 after: list[Callable[[], None]] | None = None, keep: tuple = ()) -> None:
+        self.op = op
+        self.backend = backend
+        self.nbytes = nbytes
+        self.group_size = group_size
+        self._torch = torch_work
+        self._reqs = mpi_requests
+        self._mpi_test = mpi_test
+        self._stream = stream_ordered
+        self._after = after or []
+        self._done = False
+        self._t0 = time.perf_counter()
+        self.source: Callable[[], int] | None = None  # sender of an any-source receive
+        # Buffers a library reads or writes until completion; mpi4py does not hold them for us.
+        self._keep = keep
+
+    def describe(self) -> str:
+        """`all_reduce on backend 'mpi' (4096 bytes)`, for errors and logs."""
+        return f"{self.op} on backend '{self.backend}' ({self.nbytes} bytes)"
+
+    def is_completed(self) -> bool:
+        """Non-blocking: has the library finished (copy-backs may still be pending)?"""
+        if self._done:
+            return True
+        if self._torch is not None and not self._torch.is_completed():
+            return False
+        if self._reqs and not self._mpi_test(self._reqs):
+            return False
+        return True
+
+    def wait(self, timeout: timedelta | float | None = None) -> bool:
+        """Complete the op for the caller (stream-ordered: current stream waits; host: blocks)."""
+        if self._done:
+            return True
+        secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        secs = get_timeout() if secs is None else secs
+        if self._torch is not None:
+            if self._stream:
+                self._torch.wait()
+            else:
+                self._wait_torch_host(secs)
+        if self._reqs:
+            reqs, test = self._reqs, self._mpi_test
+            poll_until(lambda: test(reqs), self.describe(), secs)
+        for fn in self._after:
+            fn()
+        self._done = True
+        self._keep = ()
+        if ON_COMPLETE:
+            if self._stream and torch.cuda.is_available():
+                self._block_stream()
+            dt = time.perf_counter() - self._t0
+            for hook in ON_COMPLETE:
+                hook(self, dt)
+        return True
+
+    def _wait_torch_host(self, secs: float) -> None:
+        try:
+            self._torch.wait(timedelta(seconds=secs))
+        except RuntimeError as e:
+            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+                raise _timeout_error(self.describe(), secs) from e
+            raise
+
+    def _block_stream(self) -> None:
+        ev = torch.cuda.Event()
+        ev.record()
+        wait_event(ev, self.describe())
+
+    def synchronize(self) -> None:
+        """Block the host until the op and its copy-backs are done on the device."""
+        self.wait()
+        if self._stream or torch.cuda.is_available():
+            self._block_stream()
+
+    def get_future(self) -> Any:
+        """The torch future of the underlying work, where the library has one."""
+        if self._torch is None:
+            raise NotImplementedError(f"{self.describe()}: no torch future for this backend")
+        return self._torch.get_future()
+
+
+def completed(op: str, backend: str, nbytes: int, group_size: int) -> Work:
+    """A Work that is already done (blocking calls, single-rank groups)."""
+    w = Work(op, backend, nbytes, group_size)
+    w._done = True
+    return w

@@ -1,0 +1,66 @@
+"""Launch helpers: run a worker script under mpiexec or torchrun and collect its output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = ROOT / "tests" / "workers"
+MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env.setdefault("MCR_TIMEOUT_S", "120")
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "PYTHONUNBUFFERED": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"})
+    for k in [k for k in env if k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                      "MASTER_PORT")]:
+        del env[k]
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_mpi(n: int, script: str, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 600, check: bool = True) -> str:
+    """Run tests/workers/<script> on n ranks under mpiexec; fail the test on a bad exit."""
+    if MPIEXEC is None:
+        pytest.fail("mpiexec not found: pip install 'mcr[test]' installs Open MPI")
+    cmd = [MPIEXEC, "-n", str(n), "--oversubscribe", sys.executable, str(WORKERS / script),
+           *args]
+    return _run(cmd, env, timeout, check)
+
+
+def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = None,
+                 timeout: float = 600) -> str:
+    """Run tests/workers/<script> on n ranks under torchrun."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={n}", str(WORKERS / script), *args]
+    return _run(cmd, env, timeout)
+
+
+def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool = True) -> str:
+    try:
+        p = subprocess.run(cmd, env=_env(env), capture_output=True, text=True, timeout=timeout,
+                           cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(cmd)} hung past {timeout} s:\n{e.stdout}\n{e.stderr}")
+    out = p.stdout + p.stderr
+    if check and p.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {p.returncode}:\n{out[-8000:]}")
+    return out
+
+
+def gpus() -> int:
+    """CUDA devices visible to this process."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

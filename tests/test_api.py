@@ -1,0 +1,51 @@
+"""The whole mcr.comm API against numpy references, on real Gloo and real Open MPI."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import gpus, run_mpi, run_torchrun
+
+
+def _ok(out: str, n: int, word: str) -> None:
+    lines = re.findall(rf"rank (\d+): {word}", out)
+    assert sorted(int(x) for x in lines) == list(range(n)), out[-4000:]
+
+
+def test_api_2_ranks_all_dtypes_to_16mib():
+    _ok(run_mpi(2, "api_worker.py", "--big", "16MiB"), 2, "API OK")
+
+
+def test_api_4_ranks_all_dtypes_to_1mib():
+    _ok(run_mpi(4, "api_worker.py", "--big", "1MiB"), 4, "API OK")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_random_mixed_gloo_mpi_2000_ops(n):
+    _ok(run_mpi(n, "random_worker.py", "--ops", "2000", "--seed", str(100 + n)), n,
+        "RANDOM OK 2000 ops")
+
+
+def test_torchrun_launch_gloo_only():
+    """Under torchrun there is no MPI launcher: mpi declines, everything else works."""
+    out = run_torchrun(2, "api_worker.py", "--backends", "gloo,auto", "--dtypes",
+                       "float32,int64", "--big", "1MiB")
+    _ok(out, 2, "API OK")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
+def test_api_gpu_nccl_mpi():
+    n = gpus()
+    out = run_mpi(n, "api_worker.py", "--device", "cuda", "--backends", "nccl,mpi,auto",
+                  "--dtypes", "float32,float64,int32,int64,bfloat16", "--big", "16MiB")
+    _ok(out, n, "API OK")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
+def test_random_gpu_nccl_mpi():
+    n = gpus()
+    out = run_mpi(n, "random_worker.py", "--device", "cuda", "--backends", "nccl,mpi")
+    _ok(out, n, "RANDOM OK 2000 ops")

@@ -1,0 +1,67 @@
+"""Bad input gives a clear error on every rank and no hang (real Gloo and Open MPI)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+from conftest import run_mpi, run_torchrun
+
+TABLE = """\
+schema_version: 1
+system: {{class: test}}
+provenance: {{tool: test, date: 2026-11-22, statistic: median}}
+device: cpu
+groups:
+  {n}:
+    all_reduce:
+      - {{max: {cut}, backend: mpi}}
+      - {{max: inf, backend: gloo}}
+"""
+
+
+def _expected(out: str, n: int, kind: str) -> None:
+    ranks = sorted({int(r) for r in re.findall(rf"rank (\d+): EXPECTED {kind}", out)})
+    assert ranks == list(range(n)), out[-4000:]
+    ok = sorted(int(r) for r in re.findall(r"rank (\d+): ERRORS OK", out))
+    assert ok == list(range(n)), out[-4000:]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_ranks_with_different_tables_refuse_to_start(tmp_path, n):
+    (tmp_path / "t0.yaml").write_text(TABLE.format(n=n, cut="64KiB"))
+    (tmp_path / "t1.yaml").write_text(TABLE.format(n=n, cut="1MiB"))
+    _expected(run_mpi(n, "errors_worker.py", "different_tables", str(tmp_path), timeout=120),
+              n, "MismatchError")
+
+
+def test_malformed_table_stops_every_rank(tmp_path):
+    (tmp_path / "bad.yaml").write_text(TABLE.format(n=2, cut="64KiB").replace(
+        "backend: mpi", "backend: nope"))
+    out = run_mpi(2, "errors_worker.py", "bad_table", str(tmp_path), timeout=120)
+    _expected(out, 2, "TableError")
+    assert "bad.yaml:8" in out and "unknown backend 'nope'" in out, out[-3000:]
+
+
+def test_local_bad_calls_raise_clearly():
+    _expected(run_mpi(2, "errors_worker.py", "local", timeout=120), 2, "CallError")
+
+
+def test_mcr_check_catches_cross_rank_size_and_dtype_mismatch():
+    _expected(run_mpi(2, "errors_worker.py", "check_sizes", timeout=120), 2, "MismatchError")
+
+
+def test_missing_peer_times_out_naming_op_backend_bytes():
+    # A rank whose collective timed out leaves MPI unfinalized, so mpiexec reports a failure;
+    # what matters is that the error came, on time, naming the call.
+    out = run_mpi(2, "errors_worker.py", "timeout", timeout=120, check=False)
+    assert out.count("rank 0: EXPECTED McrTimeoutError") == 2, out[-3000:]
+    assert "all_reduce on backend 'mpi' (4000 bytes)" in out
+    assert "all_reduce on backend 'gloo' (4000 bytes)" in out
+
+
+def test_mpi_declines_under_torchrun():
+    out = run_torchrun(2, "errors_worker.py", "no_mpi", timeout=120)
+    _expected(out, 2, "BackendUnavailable")
+    assert textwrap.shorten("not launched by an MPI launcher", 60) in out

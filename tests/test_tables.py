@@ -1,0 +1,197 @@
+"""Tuning tables: units, schema validation with file:line, lookup against a linear scan."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+
+from mcr.backends import KNOWN
+from mcr.errors import TableError
+from mcr.tables import TableSet, find_table_files, load_table
+from mcr.units import format_bytes, parse_bytes
+
+HEAD = """\
+schema_version: 1
+system: {class: test, gpu: none}
+provenance: {tool: test, date: 2026-11-22, statistic: median}
+device: cpu
+groups:
+"""
+
+
+def write(tmp_path, body: str, name: str = "t.yaml"):
+    p = tmp_path / name
+    p.write_text(HEAD + body)
+    return p
+
+
+@pytest.mark.parametrize("text,want", [("4096", 4096), ("64KiB", 65536), ("1MB", 10**6),
+                                       ("1.5KiB", 1536), ("inf", math.inf), (" 2 GiB ", 2 << 30)])
+def test_parse_bytes(text, want):
+    assert parse_bytes(text) == want
+
+
+@pytest.mark.parametrize("bad", ["-1", "12XB", "1.3", "", "KiB", True])
+def test_parse_bytes_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_bytes(bad)
+
+
+def test_format_bytes_round_trips():
+    for n in [1, 1000, 1024, 65536, 3 << 20, 5 << 30]:
+        assert parse_bytes(format_bytes(n)) == n
+
+
+def test_lookup_matches_linear_scan(tmp_path):
+    rng = random.Random(7)
+    bounds = sorted(rng.sample(range(1, 1 << 24), 40))
+    names = ["gloo", "mpi"]
+    lines = ["  2:", "    all_reduce:"]
+    prev = 0
+    expect = []
+    for i, b in enumerate(bounds + [math.inf]):
+        be = names[i % 2]
+        if i % 5 == 3:  # leave a gap: no rule there
+            prev = b
+            continue
+        hi = "inf" if b == math.inf else b
+        lines.append(f"      - {{min: {prev}, max: {hi}, backend: {be}}}")
+        expect.append((prev, b, be))
+        prev = b
+    ts = TableSet([load_table(write(tmp_path, "\n".join(lines) + "\n"), KNOWN)])
+    for _ in range(3000):
+        x = rng.randrange(0, 1 << 25)
+        want = next((be for lo, hi, be in expect if lo <= x < hi), None)
+        hit = ts.lookup("cpu", 2, "all_reduce", x, "float32", "standalone")
+        assert (hit[0] if hit else None) == want, x
+    assert ts.lookup("cpu", 4, "all_reduce", 10, "float32", "standalone") is None
+    assert ts.lookup("cuda", 2, "all_reduce", 10, "float32", "standalone") is None
+
+
+def test_dtype_and_profile_rules_take_precedence(tmp_path):
+    body = """\
+  2:
+    all_gather:
+      - {max: inf, backend: gloo}
+      - {max: 1MiB, backend: mpi, dtype: [bfloat16, float16]}
+      - {max: inf, backend: nccl, profile: overlap}
+"""
+    ts = TableSet([load_table(write(tmp_path, body), KNOWN)])
+    look = lambda n, dt, pr: ts.lookup("cpu", 2, "all_gather", n, dt, pr)[0]  # noqa: E731
+    assert look(10, "float32", "standalone") == "gloo"
+    assert look(10, "bfloat16", "standalone") == "mpi"
+    assert look(2 << 20, "bfloat16", "standalone") == "gloo"   # past the dtype rule's range
+    assert look(10, "float32", "overlap") == "nccl"
+    assert look(10, "bfloat16", "overlap") == "mpi"            # dtype rule beats profile rule
+
+
+@pytest.mark.parametrize("body,line,words", [
+    ("  2:\n    all_reduce:\n      - {max: 4KiB, backend: mpi}\n      - {min: 1KiB, max: inf, "
+     "backend: gloo}\n", 9, ["overlapping range", "[1KiB, inf)"]),
+    ("  2:\n    all_reduce:\n      - {min: 1MiB, max: inf, backend: mpi}\n      - {min: 0, "
+     "max: 4KiB, backend: gloo}\n", 9, ["unsorted range"]),
+    ("  2:\n    allreduce:\n      - {max: inf, backend: mpi}\n", 7, ["unknown op 'allreduce'"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: ucx}\n", 8, ["unknown backend 'ucx'"]),
+    ("  2:\n    all_reduce:\n      - {max: 12XB, backend: mpi}\n", 8, ["max", "12XB"]),
+    ("  2:\n    all_reduce:\n      - {backend: mpi}\n", 8, ["max", "missing"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, dtype: float8}\n", 8,
+     ["unknown dtype 'float8'"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, profile: fast}\n", 8,
+     ["unknown profile 'fast'"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, chunk: 3}\n", 8,
+     ["unknown key", "chunk"]),
+    ("  2:\n    all_reduce:\n      - {min: 4KiB, max: 4KiB, backend: mpi}\n", 8,
+     ["empty range"]),
+    ("  zero:\n    all_reduce: []\n", 6, ["group size must be a positive integer"]),
+    ("  2:\n    all_reduce: []\n", 7, ["non-empty list"]),
+])
+def test_schema_errors_name_file_line_field(tmp_path, body, line, words):
+    p = write(tmp_path, body)
+    with pytest.raises(TableError) as e:
+        load_table(p, KNOWN)
+    msg = str(e.value)
+    assert f"{p}:{line}:" in msg, msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_top_level_errors(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text("schema_version: 2\nsystem: {}\ndevice: tpu\ngroups: {}\nextra: 1\n")
+    with pytest.raises(TableError) as e:
+        load_table(p, KNOWN)
+    msg = str(e.value)
+    for w in [f"{p}:1: schema_version", f"{p}:2: system.class: missing",
+              f"{p}:3: device: 'tpu'", f"{p}:5: extra: unknown", "provenance: missing"]:
+        assert w in msg, msg
+
+
+def test_malformed_yaml_names_line(tmp_path):
+    p = tmp_path / "t.yaml"
+    p.write_text(HEAD + "  2:\n    all_reduce:\n      - {max: inf, backend: mpi\n")
+    with pytest.raises(TableError, match=rf"{p}:\d+: not valid YAML"):
+        load_table(p, KNOWN)
+
+
+def test_duplicate_keys_are_errors(tmp_path):
+    p = write(tmp_path, "  2:\n    all_reduce:\n      - {max: inf, backend: mpi}\n"
+                        "    all_reduce:\n      - {max: inf, backend: gloo}\n")
+    with pytest.raises(TableError, match=rf"{p}:9: duplicate key 'all_reduce'"):
+        load_table(p, KNOWN)
+
+
+def test_same_rule_in_two_files_is_an_error(tmp_path):
+    body = "  2:\n    all_reduce:\n      - {max: inf, backend: mpi}\n"
+    a, b = write(tmp_path, body, "a.yaml"), write(tmp_path, body, "b.yaml")
+    with pytest.raises(TableError, match="also defined in"):
+        TableSet([load_table(a, KNOWN), load_table(b, KNOWN)])
+
+
+def test_fingerprint_tracks_rules_not_comments(tmp_path):
+    body = "  2:\n    all_reduce:\n      - {max: 64KiB, backend: mpi}\n"
+    a = TableSet([load_table(write(tmp_path, body, "a.yaml"), KNOWN)])
+    b = TableSet([load_table(write(tmp_path, "# note\n" + body, "b.yaml"), KNOWN)])
+    c = TableSet([load_table(write(tmp_path, body.replace("64KiB", "32KiB"), "c.yaml"), KNOWN)])
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_shipped_tables_are_valid():
+    from mcr.runtime import TABLES_DIR
+    files = find_table_files(TABLES_DIR, None)
+    assert files, "no tables shipped in tuning_tables/"
+    for f in files:
+        t = load_table(f, KNOWN)
+        assert t.provenance.get("command"), f"{f}: provenance.command missing"
+
+
+def test_dispatcher_order_and_fallback(tmp_path):
+    """per-call > MCR_BACKEND > table > default, with declines falling through."""
+    from mcr.backends import Unavailable
+    from mcr.backends.gloo import GlooBackend
+    from mcr.dispatcher import Dispatcher
+    from mcr.errors import BackendUnavailable
+    from mcr.groups import Group
+    from mcr.ops import CallKey
+
+    body = "  2:\n    all_reduce:\n      - {max: 1KiB, backend: mpi}\n      - {max: inf, " \
+           "backend: nccl}\n"
+    ts = TableSet([load_table(write(tmp_path, body), KNOWN)])
+    backends = {"gloo": GlooBackend(), "nccl": Unavailable("nccl", "CUDA is not available"),
+                "mpi": Unavailable("mpi", "not launched by an MPI launcher")}
+    g = Group(ranks=[0, 1], rank=0, handles={"gloo": object()})
+    key = CallKey("all_reduce", 2, 4096, torch.float32, "cpu", torch.distributed.ReduceOp.SUM,
+                  "standalone")
+    d = Dispatcher(backends, ts, None, "standalone")
+    assert d.choose(key, g).name == "gloo"                       # table's nccl declines
+    assert ("table", "nccl", "CUDA is not available") in {
+        (s, n, r) for (s, n, r) in d.fallbacks}
+    with pytest.raises(BackendUnavailable, match="forced for this call.*not launched"):
+        d.choose(key, g, forced="mpi")
+    with pytest.raises(BackendUnavailable, match="unknown backend 'ucc'"):
+        d.choose(key, g, forced="ucc")
+    d2 = Dispatcher(backends, ts, "mpi", "standalone")            # MCR_BACKEND declines too
+    assert d2.choose(key, g).name == "gloo"
+    assert d.choose(key, g) is d.choose(key, g)                  # cached

@@ -1,0 +1,54 @@
+"""Helpers shared by the multi-process test workers: seeded data, numpy references, checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as tdist
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def gen(rank: int, numel: int, dtype: torch.dtype, salt: int, exact: bool = False,
+        device: str = "cpu") -> torch.Tensor:
+    """Rank's input for case `salt`; any rank can regenerate any other rank's input.
+
+    exact=True draws multiples of 1/4 in [-4, 4] (ints: [-50, 50]) so that sums over a few ranks
+    are exact in every dtype and any order, and results can be compared bit for bit.
+    """
+    g = torch.Generator().manual_seed((salt * 1_000_003 + rank * 7919) & 0x7FFFFFFF)
+    if dtype.is_floating_point:
+        if exact:
+            t = torch.randint(-16, 17, (numel,), generator=g).to(torch.float64) / 4
+        else:
+            t = torch.randn(numel, generator=g, dtype=torch.float64)
+    elif dtype == torch.bool:
+        t = torch.randint(0, 2, (numel,), generator=g)
+    else:
+        t = torch.randint(-50, 51, (numel,), generator=g)
+    return t.to(dtype).to(device)
+
+
+def ref_reduce(parts: list[torch.Tensor], redop: object) -> torch.Tensor:
+    """numpy reduction in float64 (int64 for integers), cast back to the parts' dtype."""
+    dtype = parts[0].dtype
+    wide = np.float64 if dtype.is_floating_point else np.int64
+    arr = np.stack([p.cpu().to(torch.float64 if dtype.is_floating_point else torch.int64)
+                    .numpy().astype(wide) for p in parts])
+    R = tdist.ReduceOp
+    fn = {R.SUM: np.sum, R.PRODUCT: np.prod, R.MIN: np.min, R.MAX: np.max,
+          R.AVG: np.mean}[redop]
+    return torch.from_numpy(np.asarray(fn(arr, axis=0))).to(dtype)
+
+
+def same(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    """Bit-exact comparison (NaN never passes); AssertionError naming the case."""
+    got, want = got.cpu(), want.cpu()
+    if got.dtype != want.dtype or got.shape != want.shape:
+        raise AssertionError(f"{what}: got {got.dtype}{tuple(got.shape)}, "
+                             f"want {want.dtype}{tuple(want.shape)}")
+    if not torch.equal(got, want):
+        bad = (got != want).nonzero()
+        i = tuple(bad[0].tolist())
+        raise AssertionError(f"{what}: {bad.shape[0]} of {want.numel()} elements differ; "
+                             f"first at {i}: got {got[i].item()}, want {want[i].item()}")

@@ -1,0 +1,101 @@
+"""Bad input under mpirun: each scenario must raise a clear error on every rank, never hang.
+
+Each rank prints `EXPECTED <ErrorType>: <message>` for every error it saw, then `ERRORS OK`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+import mcr.comm as dist
+from mcr.errors import BackendUnavailable, CallError, McrTimeoutError, MismatchError, TableError
+
+scenario, tables_dir = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
+rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0")))
+
+
+def expect(kind: type, fn, *must: str) -> None:  # noqa: ANN001
+    """fn() must raise kind with every string of `must` in its message."""
+    try:
+        fn()
+    except kind as e:
+        msg = str(e)
+        missing = [m for m in must if m not in msg]
+        assert not missing, f"{kind.__name__} message lacks {missing}: {msg}"
+        print(f"rank {rank}: EXPECTED {kind.__name__}: {msg.replace(chr(10), ' | ')}", flush=True)
+        return
+    raise AssertionError(f"no {kind.__name__} raised")
+
+
+if scenario == "different_tables":
+    os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, f"t{rank % 2}.yaml")
+    expect(MismatchError, lambda: dist.init_distributed(verbose=False), "ranks [0", "ranks [1")
+elif scenario == "bad_table":
+    os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, "bad.yaml")
+    expect(TableError, lambda: dist.init_distributed(verbose=False), "bad.yaml:")
+elif scenario == "local":
+    dist.init_distributed(verbose=False)
+    n = dist.get_world_size()
+    x = torch.ones(10)
+    expect(CallError, lambda: dist.all_gather_into_tensor(torch.empty(10 * n + 1), x),
+           "all_gather_into_tensor", str(10 * n + 1))
+    expect(CallError, lambda: dist.all_gather_into_tensor(torch.empty(10 * n,
+                                                                      dtype=torch.float64), x),
+           "dtype", "float64")
+    expect(CallError, lambda: dist.reduce_scatter_tensor(torch.empty(3), x),
+           "reduce_scatter_tensor", "input_tensor")
+    expect(CallError, lambda: dist.all_to_all_single(torch.empty(10), x, [1] * n, [2] * n),
+           "split_sizes")
+    expect(CallError, lambda: dist.all_reduce([1, 2, 3]), "torch.Tensor", "list")
+    expect(CallError, lambda: dist.broadcast(x, n + 3), "rank", str(n + 3))
+    expect(BackendUnavailable, lambda: dist.all_reduce(x, backend="nosuch"),
+           "unknown backend 'nosuch'")
+    expect(BackendUnavailable,
+           lambda: dist.all_reduce(torch.ones(4, dtype=torch.bfloat16), backend="mpi"),
+           "backend 'mpi'", "cannot serve", "all_reduce (sum)", "bfloat16", "MPI has no")
+    expect(BackendUnavailable, lambda: dist.all_reduce(x, backend="nccl"),
+           "nccl", "CUDA")
+    expect(ValueError, lambda: dist.all_reduce(x, op="sum"), "reduce op")
+    sub = dist.new_group([0])
+    if rank != 0:
+        expect(CallError, lambda: dist.all_reduce(x, group=sub), "not a member")
+    dist.barrier()
+elif scenario == "check_sizes":
+    os.environ["MCR_CHECK"] = "1"
+    dist.init_distributed(verbose=False)
+    expect(MismatchError, lambda: dist.all_reduce(torch.ones(10 + rank)), "disagree",
+           "bytes", "rank 0", "rank 1")
+    expect(MismatchError, lambda: dist.all_reduce(
+        torch.ones(10, dtype=torch.float32 if rank == 0 else torch.float64)), "dtype")
+    t = torch.ones(5)
+    dist.all_reduce(t)  # agreeing calls still work after the errors
+    assert t.tolist() == [dist.get_world_size()] * 5, t
+elif scenario == "timeout":
+    os.environ["MCR_TIMEOUT_S"] = "2"
+    dist.init_distributed(verbose=False)
+    if rank == 0:
+        for be in ("mpi", "gloo"):
+            t0 = time.monotonic()
+            expect(McrTimeoutError, lambda: dist.all_reduce(torch.ones(1000), backend=be),
+                   "all_reduce", f"'{be}'", "4000 bytes", "MCR_TIMEOUT_S")
+            assert time.monotonic() - t0 < 30, "timeout took far longer than MCR_TIMEOUT_S"
+    else:
+        time.sleep(8)  # never joins: rank 0 must time out rather than hang
+    print(f"rank {rank}: ERRORS OK", flush=True)
+    os._exit(0)  # pending collectives would make MPI_Finalize wait forever
+elif scenario == "no_mpi":
+    dist.init_distributed(verbose=False)
+    expect(BackendUnavailable, lambda: dist.all_reduce(torch.ones(3), backend="mpi"),
+           "not launched by an MPI launcher")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [dist.get_world_size()] * 3
+else:
+    raise SystemExit(f"unknown scenario {scenario}")
+print(f"rank {rank}: ERRORS OK", flush=True)
+if dist.is_initialized():
+    dist.destroy_process_group()
