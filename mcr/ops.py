@@ -24,6 +24,8 @@ OBJECT = "object"
 OPS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE, GATHER, SCATTER,
        P2P, BARRIER, OBJECT)
 REDUCTIONS = frozenset({ALL_REDUCE, REDUCE_SCATTER, REDUCE})
+# Calls with no tensor: any library can serve them whatever the device of the data.
+DEVICELESS = frozenset({BARRIER, OBJECT})
 
 
 def bus_factor(op: str, n: int) -> float:

@@ -275,8 +275,8 @@ class TableSet:
 
     def fingerprint(self) -> str:
         """Short hash of every rule in force; equal on all ranks or init refuses to start."""
-        body = json.dumps(sorted((t.device, t.raw.get("groups")) for t in self.tables),
-                          sort_keys=True, default=str)
+        body = json.dumps(sorted(json.dumps([t.device, t.raw.get("groups")], sort_keys=True,
+                                            default=str) for t in self.tables))
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def describe(self) -> str:

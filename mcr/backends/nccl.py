@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as tdist
 
-from ..ops import CallKey
+from ..ops import DEVICELESS, CallKey
 from .base import STREAM
 from .torch_pg import TorchPGBackend
 
@@ -19,8 +19,8 @@ class NcclBackend(TorchPGBackend):
     domain = STREAM
 
     def decline_key(self, key: CallKey) -> str | None:
-        """NCCL serves CUDA tensors; it has no bitwise or bool reductions."""
-        if key.device != "cuda":
+        """NCCL serves CUDA tensors (and barriers); it has no bitwise or bool reductions."""
+        if key.device != "cuda" and key.op not in DEVICELESS:
             return f"nccl serves CUDA tensors only, not {key.device}"
         if key.redop is not None:
             if key.redop in _BITWISE:

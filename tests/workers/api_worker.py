@@ -219,7 +219,11 @@ def test_p2p(be: str | None, dtype: torch.dtype, numel: int) -> None:
     mine = gen(r, numel, dtype, s, device=dev)
     prev, nxt = (r - 1) % n, (r + 1) % n
     got = torch.empty(numel, dtype=dtype, device=dev)
-    ws = [dist.isend(mine, nxt, backend=be, tag=3), dist.irecv(got, prev, backend=be, tag=3)]
+    # Even ranks send first, odd ranks receive first: NCCL sets up one communicator per pair
+    # on first use and blocks there, so a ring where everyone sends first deadlocks (torch too).
+    send = lambda: dist.isend(mine, nxt, backend=be, tag=3)  # noqa: E731
+    recv = lambda: dist.irecv(got, prev, backend=be, tag=3)  # noqa: E731
+    ws = [send(), recv()] if r % 2 == 0 else [recv(), send()]
     for w in reversed(ws):
         w.wait()
     same(f"isend/irecv {be} {dtype} {numel}", got, gen(prev, numel, dtype, s, device=dev))

@@ -85,8 +85,9 @@ def issue(i: int) -> tuple[object, object]:
         return w, lambda: same(tag, t, parts[r])
     if op == "p2p":
         got = torch.empty(numel, dtype=dtype, device=dev)
-        ws = [dist.isend(parts[r], (r + 1) % n, backend=be, tag=i % 1000),
-              dist.irecv(got, (r - 1) % n, backend=be, tag=i % 1000)]
+        send = lambda: dist.isend(parts[r], (r + 1) % n, backend=be, tag=i % 1000)  # noqa: E731
+        recv = lambda: dist.irecv(got, (r - 1) % n, backend=be, tag=i % 1000)  # noqa: E731
+        ws = [send(), recv()] if r % 2 == 0 else [recv(), send()]  # NCCL pair setup order
 
         class Both:
             def wait(self) -> None:

@@ -1,0 +1,1 @@
+"""OSU-style microbenchmarks for mcr (one shared harness, one small file per op)."""

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# mcr from a fresh clone.
+#   bash run.sh        set up .venv, then the main job: an OSU-style sweep through the dispatcher
+#                      (2 local CPU ranks mixing Gloo and MPI; on a GPU machine, every GPU with
+#                      NCCL and MPI), printing which backend served each size.
+#   bash run.sh test   set up .venv, then ruff and the whole test suite (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+  # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -e '.[test]'
+fi
+PY=$PWD/.venv/bin/python
+export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
+if [ "${1:-}" = "test" ]; then
+  ruff check .
+  exec "$PY" -m pytest -q "${@:2}"
+fi
+GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
+if [ "$GPUS" -ge 2 ]; then N=$GPUS DEV=cuda BACKENDS=auto,nccl,mpi DT=bfloat16; MAX=256MiB
+else N=2 DEV=cpu BACKENDS=auto,gloo,mpi DT=float32; MAX=16MiB; fi
+for op in osu_allreduce osu_allgather osu_reducescatter osu_alltoall osu_bcast; do
+  mpiexec --oversubscribe -n "$N" "$PY" -m benchmarks.$op -d "$DEV" -t "$DT" -m "4:$MAX" -f 4 \
+    -i 50 -x 5 -c --backend "$BACKENDS" --max-seconds 0.5
+done

@@ -1,0 +1,160 @@
+"""python -m tuner: measure backends with the OSU harness, write table YAML, CSV and PNG.
+
+Run under the launcher and rank count the table is for, e.g.
+  mpiexec -n 2 python -m tuner --backends gloo,mpi --out tuning_tables/cpu_np2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import importlib
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import mcr
+import mcr.comm as dist
+from benchmarks.harness import parser, sweep
+from mcr.backends import Unavailable
+from mcr.ops import CallKey
+from mcr.runtime import get as get_runtime
+from mcr.runtime import system_class
+from mcr.units import format_bytes
+from tuner.decide import ranges, winners
+
+BENCH_OF = {"all_reduce": "osu_allreduce", "all_gather": "osu_allgather",
+            "reduce_scatter": "osu_reducescatter", "all_to_all": "osu_alltoall",
+            "broadcast": "osu_bcast"}
+
+
+def _probe_key(device: str) -> CallKey:
+    """A plain float32 all-reduce key: which backends serve this device at all."""
+    return CallKey("all_reduce", 2, 4, torch.float32, device, dist.ReduceOp.SUM, "standalone")
+
+
+def _versions(backends: list[str]) -> dict[str, str]:
+    v = {"torch": torch.__version__, "mcr": mcr.__version__, "python": platform.python_version()}
+    if "mpi" in backends:
+        from mpi4py import MPI
+        v["mpi"] = MPI.Get_library_version().split(",")[0].strip()
+    if torch.cuda.is_available():
+        v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        v["cuda"] = str(torch.version.cuda)
+    return v
+
+
+def write_yaml(path: Path, rows: list[dict[str, Any]], args: argparse.Namespace,
+               device: str, n: int, cls: str) -> None:
+    """The table, with each rule's measured medians as comments for the reader."""
+    default = "nccl" if device == "cuda" else "gloo"
+    win = winners(rows, default)
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "none"
+    lines = [
+        f"# mcr tuning table: {cls}, {n} ranks, {device} tensors. Written by python -m tuner;",
+        "# re-run it rather than editing by hand. Comments list the medians (us) it measured.",
+        "schema_version: 1",
+        "system:",
+        f"  class: {cls}",
+        f"  gpu: {gpu}",
+        f"  cpu: {platform.processor() or platform.machine()}",
+        f"  interconnect: {args.interconnect}",
+        "  nodes: 1",
+        f"  gpus_per_node: {n if device == 'cuda' else 0}",
+        f"  libraries: {_versions(args.backends.split(','))}",
+        "provenance:",
+        f"  tool: mcr.tuner {mcr.__version__}",
+        f"  date: '{datetime.date.today().isoformat()}'",
+        f"  iterations: {args.iterations}",
+        "  statistic: median of per-iteration slowest-rank time",
+        f"  command: \"{args.command}\"",
+        f"  dtype: {args.dtype}",
+        f"device: {device}",
+        "groups:",
+        f"  {n}:",
+    ]
+    med = {(r["op"], int(r["bytes"]), r["backend"]): r["median_us"] for r in rows}
+    bes = sorted({r["backend"] for r in rows})
+    for op, seq in win.items():
+        lines.append(f"    {op}:")
+        for size, _ in seq:
+            ms = ", ".join(f"{b} {med[(op, size, b)]:.1f}" for b in bes if (op, size, b) in med)
+            lines.append(f"      # {format_bytes(size)}: {ms}")
+        for lo, hi, be in ranges(seq):
+            lines.append(f"      - {{min: {format_bytes(lo)}, max: {format_bytes(hi)}, "
+                         f"backend: {be}}}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def plot(path: Path, rows: list[dict[str, Any]], title: str) -> None:
+    """Median latency against size, one panel per op, one line per backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ops = sorted({r["op"] for r in rows})
+    fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.6), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for be in sorted({r["backend"] for r in rows}):
+            pts = sorted((r["bytes"], r["median_us"]) for r in rows
+                         if r["op"] == op and r["backend"] == be)
+            if pts:
+                ax.loglog(*zip(*pts), marker="o", ms=3, label=be)
+        ax.set_title(op)
+        ax.set_xlabel("bytes")
+        ax.set_ylabel("median us")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    """Measure, decide, write."""
+    ap = parser("mcr autotuner")
+    ap.add_argument("--ops", default=",".join(BENCH_OF))
+    ap.add_argument("--out", required=True, help="path stem: writes STEM.yaml, .csv, .png")
+    ap.add_argument("--interconnect", default="shared memory / loopback")
+    ap.set_defaults(backend=None, message_size="4:16MiB", iterations=50, max_seconds=1.0)
+    args = ap.parse_args()
+    args.command = " ".join(["python -m tuner", *sys.argv[1:]])
+    dist.init_distributed(verbose=False)
+    rt = get_runtime()
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    avail = [n for n, b in rt.backends.items() if not isinstance(b, Unavailable)
+             and b.decline_key(_probe_key(device)) is None]
+    args.backends = args.backend or ",".join(avail)
+    args.backend = args.backends
+    rows: list[dict[str, Any]] = []
+    ops = args.ops.split(",")
+    progress = None
+    if dist.get_rank() == 0:
+        from tqdm import tqdm
+        progress = tqdm(total=len(ops), desc="tuner", unit="op", file=sys.stderr)
+    for op in ops:
+        bench = importlib.import_module(f"benchmarks.{BENCH_OF[op]}").BENCH
+        rows += sweep(bench, args)
+        if progress:
+            progress.update(1)
+    if dist.get_rank() == 0:
+        progress.close()
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.with_suffix(".csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        cls = system_class(rt.cfg, device == "cuda")
+        n = dist.get_world_size()
+        write_yaml(out.with_suffix(".yaml"), rows, args, device, n, cls)
+        plot(out.with_suffix(".png"), rows, f"{cls}, {n} ranks, {device} {args.dtype}")
+        print(f"tuner: wrote {out.with_suffix('.yaml')}, .csv, .png", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
