@@ -161,10 +161,3 @@ class Work:
         if self._torch is None:
             raise NotImplementedError(f"{self.describe()}: no torch future for this backend")
         return self._torch.get_future()
-
-
-def completed(op: str, backend: str, nbytes: int, group_size: int) -> Work:
-    """A Work that is already done (blocking calls, single-rank groups)."""
-    w = Work(op, backend, nbytes, group_size)
-    w._done = True
-    return w
