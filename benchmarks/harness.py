@@ -34,6 +34,13 @@ class Ctx:
     n: int
     dtype: torch.dtype
     device: str
+    symm: str | None = None   # backend whose symmetric allocator makes output buffers
+
+    def out_buffer(self, numel: int) -> torch.Tensor:
+        """An output buffer: symmetric memory of ctx.symm (zero-copy), else plain."""
+        if self.symm:
+            return dist.symmetric_empty(numel, dtype=self.dtype, backend=self.symm)
+        return torch.empty(numel, dtype=self.dtype, device=self.device)
 
 
 @dataclass
@@ -85,6 +92,11 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap.add_argument("--csv", default=None, help="append rows to this CSV (rank 0)")
     ap.add_argument("--max-seconds", type=float, default=2.0,
                     help="cap on timed seconds per size and backend (iterations shrink)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="calls per timed sample, back to back (1: OSU latency, each call "
+                         "synchronized; >1: nccl-tests style throughput per call)")
+    ap.add_argument("--symm", default=None, metavar="BACKEND",
+                    help="allocate outputs with mcr.comm.symmetric_empty(backend=BACKEND)")
     return ap
 
 
@@ -105,8 +117,8 @@ def _sync(device: str) -> None:
 
 
 def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: str,
-              max_seconds: float) -> list[float]:
-    """Per-iteration seconds, each the slowest rank's time for that iteration."""
+              max_seconds: float, batch: int = 1) -> list[float]:
+    """Per-call seconds of each sample (batch calls between syncs), slowest rank's."""
     for _ in range(warmup):
         case.call(backend)
     _sync(device)
@@ -117,14 +129,15 @@ def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: 
     _sync(device)
     one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
     dist.all_reduce(one, op=dist.ReduceOp.MAX, backend="gloo")
-    iters = max(3, min(iters, int(max_seconds / max(float(one[0]), 1e-7))))
+    iters = max(3, min(iters, int(max_seconds / max(float(one[0]) * batch, 1e-7))))
     times = torch.empty(iters, dtype=torch.float64)
     dist.barrier(backend="gloo")
     for i in range(iters):
         t0 = time.perf_counter()
-        case.call(backend)
+        for _ in range(batch):
+            case.call(backend)
         _sync(device)
-        times[i] = time.perf_counter() - t0
+        times[i] = (time.perf_counter() - t0) / batch
     dist.all_reduce(times, op=dist.ReduceOp.MAX, backend="gloo")
     return times.tolist()
 
@@ -156,7 +169,7 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     rank, n = dist.get_rank(), dist.get_world_size()
     dtype = getattr(torch, args.dtype)
-    ctx = Ctx(rank, n, dtype, device)
+    ctx = Ctx(rank, n, dtype, device, getattr(args, "symm", None))
     backends = [b.strip() for b in args.backend.split(",")]
     unit = n * dtype.itemsize
     rows: list[dict[str, Any]] = []
@@ -166,6 +179,9 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
         print(f"# mcr OSU-style {bench.op}: {n} ranks, {dev}, {args.dtype}, "
               f"iterations <= {args.iterations} (warm-up {args.warmup}), {now}")
         print(f"# command: {' '.join(sys.argv)}")
+        batch = getattr(args, "batch", 1)
+        print(f"# timing: {batch} call(s) per sample"
+              + (f", outputs in {args.symm} symmetric memory" if ctx.symm else ""))
         print(f"# {'Size':>10} {'Backend':>12} {'Avg Latency(us)':>16} {'Median(us)':>11} "
               f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}",
               flush=True)
@@ -177,7 +193,7 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
                 else be
             try:
                 t = time_case(case, name, args.iterations, args.warmup, device,
-                              args.max_seconds)
+                              args.max_seconds, getattr(args, "batch", 1))
             except BackendUnavailable as e:
                 if rank == 0:
                     print(f"  {size:>10} {label:>12}   declined: {str(e).splitlines()[0]}")
@@ -194,7 +210,8 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
                    "avg_us": statistics.fmean(t) * 1e6, "median_us": med * 1e6,
                    "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6, "min_us": min(t) * 1e6,
                    "max_us": max(t) * 1e6, "iters": len(t), "algbw_gbs": algbw,
-                   "busbw_gbs": algbw * bus_factor(bench.op, n)}
+                   "busbw_gbs": algbw * bus_factor(bench.op, n),
+                   "batch": getattr(args, "batch", 1), "symm": ctx.symm or ""}
             rows.append(row)
             if rank == 0:
                 print(f"  {size:>10} {label:>12} {row['avg_us']:>16.2f} {row['median_us']:>11.2f}"

@@ -12,7 +12,11 @@ def setup(ctx: Ctx, size: int) -> Case:
     """Each rank contributes size / n bytes."""
     per = size // ctx.dtype.itemsize // ctx.n
     inp = rank_data(ctx, per, ctx.rank)
-    out = torch.empty(per * ctx.n, dtype=ctx.dtype, device=ctx.device)
+    out = ctx.out_buffer(per * ctx.n)
+    if ctx.symm:
+        # ZeRO-3 style: the input is this rank's slot of the (symmetric) output.
+        inp = out[ctx.rank * per:(ctx.rank + 1) * per]
+        inp.copy_(rank_data(ctx, per, ctx.rank))
 
     def check() -> None:
         expect_equal("all_gather", out, torch.cat([rank_data(ctx, per, q) for q in range(ctx.n)]))

@@ -13,7 +13,7 @@ def setup(ctx: Ctx, size: int) -> Case:
     numel = size // ctx.dtype.itemsize
     per = numel // ctx.n
     inp = rank_data(ctx, numel, ctx.rank)
-    out = torch.empty(numel, dtype=ctx.dtype, device=ctx.device)
+    out = ctx.out_buffer(numel)
 
     def check() -> None:
         want = torch.cat([rank_data(ctx, numel, q)[ctx.rank * per:(ctx.rank + 1) * per]

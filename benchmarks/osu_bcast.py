@@ -9,7 +9,8 @@ from benchmarks.harness import Bench, Case, Ctx, expect_equal, rank_data, run
 def setup(ctx: Ctx, size: int) -> Case:
     """Rank 0's size bytes to every rank."""
     numel = size // ctx.dtype.itemsize
-    buf = rank_data(ctx, numel, ctx.rank)
+    buf = ctx.out_buffer(numel)
+    buf.copy_(rank_data(ctx, numel, ctx.rank))
 
     def check() -> None:
         expect_equal("broadcast", buf, rank_data(ctx, numel, 0))

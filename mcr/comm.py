@@ -39,6 +39,7 @@ __all__ = [
     "has_reduce_scatter_tensor", "inference_all_reduce", "init_distributed", "irecv",
     "is_initialized", "isend", "log_summary", "new_group", "profile", "recv", "reduce",
     "reduce_scatter", "reduce_scatter_fn", "reduce_scatter_tensor", "scatter", "send",
+    "symmetric_empty",
 ]
 _UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
 
@@ -149,12 +150,40 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     if "mpi" in rt.world.handles and me in ranks:
         world_comm = rt.world.handles["mpi"]
         handles["mpi"] = world_comm.Create_group(world_comm.group.Incl(ranks))
+    if me not in ranks:
+        handles = {}
+    notes: dict[str, str] = {}
+    if rt.cuda:
+        runtime.bind_one_node(rt.backends, handles, notes, ranks, timeout)
     g = Group(ranks=ranks, rank=ranks.index(me) if me in ranks else -1,
-              handles=handles if me in ranks else {}, default_gpu=rt.world.default_gpu)
-    for h in handles.values():
-        if isinstance(h, tdist.ProcessGroup):
-            rt.by_pg[h] = g
+              handles=handles, default_gpu=rt.world.default_gpu, notes=notes)
+    for name in ("gloo", "nccl"):
+        if isinstance(handles.get(name), tdist.ProcessGroup):
+            rt.by_pg[handles[name]] = g
     return g
+
+
+def symmetric_empty(*size: int, dtype: torch.dtype = torch.float32, group: Any = None,
+                    backend: str = "sdma") -> torch.Tensor:
+    """A GPU tensor the copy-engine backends write into without staging (collective on group).
+
+    Every rank of group must call it with the same size and dtype. Outputs of sdma (backend
+    "sdma") or nccl_ce (backend "nccl_ce") collectives that lie in such a tensor, at the same
+    offset on every rank, skip the transit buffer: the data lands directly.
+    """
+    g = _group(group, "symmetric_empty")
+    name = backends_mod.canonical(backend)
+    b = runtime.get().backends[name]
+    alloc = getattr(b, "alloc_symmetric", None)
+    if alloc is None or name not in g.handles:
+        why = getattr(b, "reason", None) or g.notes.get(name) or "no symmetric allocator"
+        raise CallError(f"symmetric_empty: backend {backend!r} cannot allocate here: {why}")
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    numel = 1
+    for d in shape:
+        numel *= int(d)
+    es = torch.empty((), dtype=dtype).element_size()
+    return alloc(numel * es, g).view(dtype).view(shape)
 
 
 def get_world_group() -> Group:

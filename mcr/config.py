@@ -19,6 +19,13 @@ def _env_float(name: str, default: float) -> float:
     return val
 
 
+def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    val = os.environ.get(name, default) or default
+    if val not in allowed:
+        raise ValueError(f"{name}={val!r} must be one of {', '.join(allowed)}")
+    return val
+
+
 def _env_bool(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -36,6 +43,12 @@ class Config:
     check: bool                  # MCR_CHECK: compare each call's size/dtype across ranks
     mpi_cuda_aware: str          # MCR_MPI_CUDA_AWARE: auto | 0 | 1
     mpi_pinned_max: float        # MCR_MPI_PINNED_MAX_BYTES: pinned staging cache bound
+    sdma_max_bytes: float = 256 * 2**20   # MCR_SDMA_MAX_BYTES: sdma transit per rank block
+    sdma_zero_copy: bool = True           # MCR_SDMA_ZERO_COPY: write into symmetric outputs
+    symm_max_bytes: float = 2**20         # MCR_SYMM_MAX_BYTES: symm staging buffer
+    symm_two_shot_bytes: float = 256 * 2**10  # MCR_SYMM_TWO_SHOT_BYTES: two-shot from here
+    nccl_ce_max_bytes: float = 64 * 2**20     # MCR_NCCL_CE_MAX_BYTES: nccl_ce window per rank
+    sdma_sync: str = "kernel"             # MCR_SDMA_SYNC: kernel | memops
 
 
 def from_env() -> Config:
@@ -56,4 +69,11 @@ def from_env() -> Config:
         check=_env_bool("MCR_CHECK"),
         mpi_cuda_aware=cuda_aware,
         mpi_pinned_max=parse_bytes(os.environ.get("MCR_MPI_PINNED_MAX_BYTES", "1GiB")),
+        sdma_max_bytes=parse_bytes(os.environ.get("MCR_SDMA_MAX_BYTES", "256MiB")),
+        sdma_zero_copy=os.environ.get("MCR_SDMA_ZERO_COPY", "1").strip() not in ("0", "false",
+                                                                                   "no", "off"),
+        symm_max_bytes=parse_bytes(os.environ.get("MCR_SYMM_MAX_BYTES", "1MiB")),
+        symm_two_shot_bytes=parse_bytes(os.environ.get("MCR_SYMM_TWO_SHOT_BYTES", "256KiB")),
+        nccl_ce_max_bytes=parse_bytes(os.environ.get("MCR_NCCL_CE_MAX_BYTES", "64MiB")),
+        sdma_sync=_choice("MCR_SDMA_SYNC", "kernel", ("kernel", "memops")),
     )

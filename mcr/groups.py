@@ -19,6 +19,7 @@ class Group:
     rank: int                   # this process's rank in the group, -1 if not a member
     handles: dict[str, Any] = field(default_factory=dict)  # backend name -> PG / MPI comm
     default_gpu: str = "nccl"
+    notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no handle
     id: int = field(default_factory=lambda: next(_ids))
 
     @property

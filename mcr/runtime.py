@@ -84,8 +84,26 @@ def world_group(backends: dict[str, Backend], cuda: bool, timeout: timedelta,
     if not isinstance(backends["mpi"], backends_mod.Unavailable):
         from mpi4py import MPI
         handles["mpi"] = MPI.COMM_WORLD
+    notes: dict[str, str] = {}
+    if cuda:
+        bind_one_node(backends, handles, notes, None, timeout)
     return Group(ranks=list(range(tdist.get_world_size())), rank=tdist.get_rank(),
-                 handles=handles, default_gpu=default_gpu)
+                 handles=handles, default_gpu=default_gpu, notes=notes)
+
+
+def bind_one_node(backends: dict[str, Backend], handles: dict[str, Any], notes: dict[str, str],
+                  ranks: list[int] | None, timeout: timedelta) -> None:
+    """sdma/symm/nccl_ce handles for a group (every world rank calls, as for new_group)."""
+    from .backends.nccl_ce import zero_cta_options
+    from .topology import bind
+
+    ce_pg = None
+    if not isinstance(backends.get("nccl_ce"), backends_mod.Unavailable):
+        ce_pg = tdist.new_group(ranks, timeout=timeout, backend="nccl",
+                                pg_options=zero_cta_options())
+    if "nccl" in handles:  # members only
+        size = len(ranks) if ranks is not None else tdist.get_world_size()
+        bind(backends, handles, notes, handles["nccl"], ce_pg, handles["gloo"], size)
 
 
 def check_same_tables(world: Group, tables: TableSet, cfg: Config) -> None:

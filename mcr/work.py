@@ -72,6 +72,42 @@ def wait_event(event: torch.cuda.Event, what: str) -> None:
     poll_until(event.query, what)
 
 
+class StreamDone:
+    """torch-work-like handle of ops enqueued on a CUDA stream with no library work object.
+
+    The completion event is recorded lazily, at the first wait or query: it then also covers
+    later work on that stream, which is conservative and costs nothing on the common path
+    (a synchronous call on the same stream records nothing).
+    """
+
+    __slots__ = ("stream", "event")
+
+    def __init__(self, stream: torch.cuda.Stream) -> None:
+        self.stream = stream
+        self.event: torch.cuda.Event | None = None
+
+    def _ev(self) -> torch.cuda.Event:
+        if self.event is None:
+            self.event = torch.cuda.Event()
+            self.event.record(self.stream)
+        return self.event
+
+    def wait(self, timeout: Any = None) -> bool:
+        """The caller's current stream waits for the op (no host block)."""
+        cur = torch.cuda.current_stream(self.stream.device)
+        if cur != self.stream:
+            cur.wait_event(self._ev())
+        return True
+
+    def is_completed(self) -> bool:
+        """Has the device finished the op?"""
+        return self._ev().query()
+
+    def get_future(self) -> Any:
+        """Stream-ordered copy-engine ops have no torch future."""
+        raise NotImplementedError("this backend's work has no torch future; use wait()")
+
+
 class Work:
     """Handle of one collective or point-to-point call, whatever library runs it."""
 

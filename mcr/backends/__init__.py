@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 from ..config import Config
 from ..groups import Group
 from ..ops import CallKey
 from .base import HOST, STREAM, Backend
 
 # Every name a table or a call may use; aliases map to the implementing backend.
-ALIASES = {"rccl": "nccl"}
-NAMES = frozenset({"gloo", "nccl", "mpi"})
+ALIASES = {"rccl": "nccl", "ce": "sdma"}
+NAMES = frozenset({"gloo", "nccl", "mpi", "sdma", "nccl_ce", "symm"})
 KNOWN = NAMES | frozenset(ALIASES)
 
 
@@ -60,6 +62,50 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
         except ImportError as e:
             out["mpi"] = Unavailable("mpi", f"mpi4py cannot be imported ({e}); "
                                      "pip install 'mcr[mpi]'")
+    out.update(_gpu_backends(cfg) if cuda else
+               {n: Unavailable(n, "CUDA is not available") for n in ("sdma", "nccl_ce", "symm")})
+    return out
+
+
+def _gpu_backends(cfg: Config) -> dict[str, Backend]:
+    """sdma, nccl_ce and symm where this process's torch, driver and NCCL allow them."""
+    import torch
+
+    from .nccl_ce import NcclCeBackend, zero_cta_options
+    from .sdma import SdmaBackend
+    from .symm import SymmBackend
+
+    out: dict[str, Backend] = {}
+    rocm = torch.version.hip is not None
+    if rocm:
+        try:
+            import mori.ccl  # noqa: F401
+            out["sdma"] = SdmaBackend(cfg, "mori")
+        except ImportError as e:
+            out["sdma"] = Unavailable("sdma", f"on ROCm sdma needs mori ({e})")
+    else:
+        try:
+            from .cudadrv import Driver
+            Driver()
+            out["sdma"] = SdmaBackend(cfg, "cuda")
+        except (OSError, RuntimeError) as e:
+            out["sdma"] = Unavailable("sdma", str(e))
+    try:
+        import torch.distributed._symmetric_memory  # noqa: F401
+        if not hasattr(torch.ops.symm_mem, "one_shot_all_reduce"):
+            raise ImportError("torch has no symm_mem all-reduce kernels")
+        out["symm"] = SymmBackend(cfg)
+    except (ImportError, AttributeError, RuntimeError) as e:
+        out["symm"] = Unavailable("symm", f"torch symmetric memory unavailable ({e})")
+    if os.environ.get("MCR_NCCL_CE", "0") != "1":
+        out["nccl_ce"] = Unavailable("nccl_ce", "off unless MCR_NCCL_CE=1: registering its "
+                                     "symmetric windows failed on the H200 test machine "
+                                     "(torch 2.11, NCCL 2.28.9)")
+    elif rocm or zero_cta_options() is None:
+        out["nccl_ce"] = Unavailable("nccl_ce", "needs NCCL >= 2.28 with the zero-CTA policy "
+                                     "(and torch exposing it)")
+    else:
+        out["nccl_ce"] = NcclCeBackend(cfg)
     return out
 
 

@@ -1,0 +1,97 @@
+"""The few CUDA driver calls the copy-engine backend issues per call, through ctypes on libcuda.
+
+Why not cuda-bindings here: its batch-memop parameters are Python union objects rebuilt on every
+call (microseconds each); a prebuilt ctypes array is reused as is, and the fixed cost per call is
+what this backend is judged on. Everything else (allocation, peer mapping) stays in torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from collections.abc import Sequence
+
+# Values from cuda.h (stable ABI since CUDA 11.7, the _v2 entry points).
+WAIT_EQ = 0x1                 # CU_STREAM_WAIT_VALUE_EQ
+OP_WAIT32 = 1                 # CU_STREAM_MEM_OP_WAIT_VALUE_32
+OP_WRITE32 = 2                # CU_STREAM_MEM_OP_WRITE_VALUE_32
+_PARAM_BYTES = 48             # sizeof(CUstreamBatchMemOpParams): union padded to 6 x 64 bit
+_MAX_BATCH = 256              # the driver's limit per cuStreamBatchMemOp
+
+
+class CudaDriverError(RuntimeError):
+    """A CUDA driver call failed; the message names the call and the driver's error."""
+
+
+class Driver:
+    """ctypes bindings to libcuda for stream memory operations and async copies."""
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise CudaDriverError(f"libcuda.so.1 cannot be loaded: {e}") from None
+        u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+        self._batch = self._fn(["cuStreamBatchMemOp_v2", "cuStreamBatchMemOp"],
+                               [vp, u32, vp, u32])
+        self._wait32 = self._fn(["cuStreamWaitValue32_v2", "cuStreamWaitValue32"],
+                                [vp, u64, u32, u32])
+        self._write32 = self._fn(["cuStreamWriteValue32_v2", "cuStreamWriteValue32"],
+                                 [vp, u64, u32, u32])
+        # Explicit device-to-device: the unified cuMemcpyAsync sees a peer-mapped destination as
+        # a peer copy and may route it differently (MCR_SDMA_COPY=unified selects it anyway).
+        names = ["cuMemcpyAsync"] if os.environ.get("MCR_SDMA_COPY") == "unified" else \
+            ["cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync"]
+        self._memcpy = self._fn(names, [u64, u64, ctypes.c_size_t, vp])
+        self._errname = self.lib.cuGetErrorName
+        self._errname.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+
+    def _fn(self, names: list[str], argtypes: list) -> ctypes._CFuncPtr:
+        for n in names:
+            f = getattr(self.lib, n, None)
+            if f is not None:
+                f.argtypes = argtypes
+                f.restype = ctypes.c_int
+                return f
+        raise CudaDriverError(f"libcuda has none of {names}; the driver is too old")
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = ctypes.c_char_p()
+            self._errname(rc, ctypes.byref(name))
+            raise CudaDriverError(f"{what} failed: {name.value.decode() if name.value else rc}")
+
+    def memcpy(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Async copy of nbytes between device addresses (peer-mapped ones go over NVLink)."""
+        if nbytes:
+            self._check(self._memcpy(dst, src, nbytes, stream), "cuMemcpyAsync")
+
+    def wait32(self, stream: int, addr: int, value: int) -> None:
+        """stream waits until the 32-bit word at addr equals value."""
+        self._check(self._wait32(stream, addr, value, WAIT_EQ), "cuStreamWaitValue32")
+
+    def write32(self, stream: int, addr: int, value: int) -> None:
+        """stream writes value to addr once its earlier work is done (with a memory fence)."""
+        self._check(self._write32(stream, addr, value, 0), "cuStreamWriteValue32")
+
+    def batch(self, stream: int, ops: MemOps) -> None:
+        """Enqueue a prebuilt list of waits and writes, executed in order."""
+        if ops.count:
+            self._check(self._batch(stream, ops.count, ops.ptr, 0), "cuStreamBatchMemOp")
+
+
+class MemOps:
+    """A reusable array of stream memory operations (waits and writes of 32-bit words)."""
+
+    def __init__(self, ops: Sequence[tuple[int, int, int]]) -> None:
+        """ops: (OP_WAIT32 | OP_WRITE32, address, value), executed in this order."""
+        if len(ops) > _MAX_BATCH:
+            raise ValueError(f"{len(ops)} memory operations exceed the driver's {_MAX_BATCH}")
+        self.count = len(ops)
+        self.buf = ctypes.create_string_buffer(max(1, self.count) * _PARAM_BYTES)
+        for i, (kind, addr, value) in enumerate(ops):
+            # operation (u32, padded), address (u64), value (u32 in a u64 union), flags (u32)
+            flags = WAIT_EQ if kind == OP_WAIT32 else 0
+            struct.pack_into("<IxxxxQQI", self.buf, i * _PARAM_BYTES, kind, addr, value, flags)
+        self.ptr = ctypes.cast(self.buf, ctypes.c_void_p)

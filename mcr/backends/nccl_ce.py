@@ -1,0 +1,143 @@
+"""`nccl_ce`: NCCL's own copy-engine collectives (NCCL >= 2.28, zero-CTA policy, one node).
+
+The group gets a second NCCL communicator created with `cta_policy` ZERO; NCCL uses the copy
+engines only for buffers in symmetric windows, so each group keeps persistent window buffers
+(a torch MemPool on NCCL's allocator, registered with symm=True). Callers' tensors are copied in
+and out, unless they were allocated by mcr.comm.symmetric_empty(backend="nccl_ce").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+from ..config import Config
+from ..groups import Group
+from ..ops import ALL_GATHER, ALL_TO_ALL, CallKey
+from ..work import StreamDone, Work
+from .base import STREAM, Backend
+from .ce_engine import rounds
+from .torch_pg import _all_gather_tensor
+
+
+def zero_cta_options() -> Any | None:
+    """ProcessGroupNCCL options with the zero-CTA policy, or None where torch/NCCL lack it."""
+    pol = getattr(tdist.ProcessGroupNCCL, "NCCL_CTA_POLICY_ZERO", None)
+    if pol is None or torch.cuda.nccl.version() < (2, 28, 0):
+        return None
+    opts = tdist.ProcessGroupNCCL.Options()
+    opts.config.cta_policy = pol
+    return opts
+
+
+class _Windows:
+    """Registered symmetric-window buffers of one group: an input and an output region."""
+
+    def __init__(self, pg: tdist.ProcessGroup, in_bytes: int, n: int) -> None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+        self.backend = pg._get_backend(dev)
+        # Registration needs a live communicator; NCCL creates it lazily at the first call.
+        tdist.all_reduce(torch.zeros(1, device=dev), group=pg)
+        self.pool = torch.cuda.MemPool(self.backend.mem_allocator)
+        with torch.cuda.use_mem_pool(self.pool):
+            self.inp = torch.empty(in_bytes, dtype=torch.uint8, device=dev)
+            self.out = torch.empty(in_bytes * n, dtype=torch.uint8, device=dev)
+        self.backend.register_mem_pool(self.pool, symm=True)
+        self.user: list[tuple[int, int]] = []  # caller buffers made in registered pools
+        self.pools = [self.pool]
+
+    def owns(self, t: torch.Tensor) -> bool:
+        """t lies in a buffer registered as a symmetric window."""
+        lo = t.data_ptr()
+        hi = lo + t.numel() * t.element_size()
+        return any(b <= lo and hi <= b + n for b, n in self.user)
+
+
+class NcclCeBackend(Backend):
+    """All-gather and equal all-to-all through NCCL's zero-CTA copy-engine path."""
+
+    name = "nccl_ce"
+    domain = STREAM
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._groups: dict[int, _Windows] = {}
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """CUDA all-gather and equal all-to-all."""
+        if key.device != "cuda":
+            return f"nccl_ce serves GPU tensors only, not {key.device}"
+        if key.op not in (ALL_GATHER, ALL_TO_ALL):
+            return f"nccl_ce serves all-gather and all-to-all, not {key.op}"
+        if key.op == ALL_TO_ALL and key.nbytes < 0:
+            return "nccl_ce serves equal-split all-to-all only"
+        return None
+
+    def decline(self, key: CallKey, group: Group) -> str | None:
+        """Also declines groups without a zero-CTA communicator (see Group.notes)."""
+        if self.name not in group.handles:
+            return group.notes.get(self.name) or f"group {group.ranks} has no nccl_ce binding"
+        return self.decline_key(key)
+
+    def _win(self, g: Group) -> _Windows:
+        w = self._groups.get(g.id)
+        if w is None:
+            cap = max(1 << 20, int(self.cfg.nccl_ce_max_bytes))
+            w = self._groups[g.id] = _Windows(g.handles[self.name], cap, g.size)
+        return w
+
+    def alloc_symmetric(self, nbytes: int, g: Group) -> torch.Tensor:
+        """A uint8 buffer inside a registered window pool (collective on g)."""
+        w = self._win(g)
+        pool = torch.cuda.MemPool(w.backend.mem_allocator)
+        with torch.cuda.use_mem_pool(pool):
+            t = torch.empty(max(nbytes, 16), dtype=torch.uint8, device="cuda")
+        w.backend.register_mem_pool(pool, symm=True)
+        w.pools.append(pool)
+        w.user.append((t.data_ptr(), t.numel()))
+        return t[:nbytes]
+
+    def _run(self, op: str, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+        w = self._win(g)
+        pg = g.handles[self.name]
+        n = g.size
+        fn = _all_gather_tensor if op == ALL_GATHER else tdist.all_to_all_single
+        nb = inp.numel() * inp.element_size()
+        if w.owns(inp) and w.owns(out):
+            fn(out, inp, group=pg)
+            return self._done(op, nb, g)
+        # Stage through the windows, in pieces of the window size.
+        cap = w.inp.numel() if op == ALL_GATHER else w.inp.numel() // n * n
+        src = inp.view(-1).view(torch.uint8)
+        dst = out.view(-1).view(torch.uint8)
+        blk = nb if op == ALL_GATHER else nb // n      # bytes per rank block
+        per = cap if op == ALL_GATHER else cap // n
+        for o, ln in rounds(blk, per):
+            if op == ALL_GATHER:
+                w.inp[:ln].copy_(src[o:o + ln])
+            else:
+                w.inp[:ln * n].view(n, ln).copy_(src.view(n, blk)[:, o:o + ln])
+            fn(w.out[:ln * n], w.inp[:ln * n if op == ALL_TO_ALL else ln], group=pg)
+            dst.view(n, blk)[:, o:o + ln].copy_(w.out[:ln * n].view(n, ln))
+        return self._done(op, nb, g)
+
+    def _done(self, op: str, nb: int, g: Group) -> Work:
+        return Work(op, self.name, nb, g.size,
+                    torch_work=StreamDone(torch.cuda.current_stream()), stream_ordered=True)
+
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+        """all_gather_into_tensor on the zero-CTA communicator."""
+        return self._run(ALL_GATHER, out, inp, g)
+
+    def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
+                   in_counts: list[int], g: Group) -> Work:
+        """Equal-split all_to_all_single on the zero-CTA communicator."""
+        return self._run(ALL_TO_ALL, out, inp, g)
+
+    def _no(self, *args: object, **kwargs: object) -> Work:
+        raise NotImplementedError("nccl_ce serves all-gather and all-to-all only")
+
+    all_reduce = reduce_scatter = broadcast = reduce = gather = scatter = _no
+    send = recv = barrier = broadcast_object_list = all_gather_object = _no

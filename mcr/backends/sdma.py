@@ -1,0 +1,248 @@
+"""`sdma` (alias `ce`): collectives moved by the GPU copy engines, leaving the SMs to compute.
+
+CUDA: peer copies over NVLink between torch symmetric-memory buffers (ce_engine.py). ROCm: mori's
+SDMA collectives (mori_engine.py), untested on hardware here. Ops: all-gather, equal-split
+all-to-all, broadcast, and reduce-scatter as a copy-engine all-to-all plus one local reduction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+from ..config import Config
+from ..groups import Group
+from ..ops import ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER, CallKey
+from ..work import StreamDone, Work
+from .base import STREAM, Backend
+from .ce_engine import CeGroup, Send, _zero_copy_token, check_token_room, rounds, symm_empty
+
+R = tdist.ReduceOp
+SERVED = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER})
+_REDUCE = {R.SUM: "sum", R.AVG: "avg", R.MAX: "amax", R.MIN: "amin", R.PRODUCT: "prod"}
+
+
+def _reduce_blocks(blocks: torch.Tensor, redop: Any, out: torch.Tensor) -> None:
+    """out <- reduction over dim 0 of blocks (n x m), without a temporary."""
+    name = _REDUCE[redop]
+    if name in ("sum", "avg"):
+        torch.sum(blocks, dim=0, out=out)
+        if name == "avg":
+            out.div_(blocks.shape[0])
+    elif name == "prod":
+        torch.prod(blocks, dim=0, out=out)
+    else:
+        getattr(torch, name)(blocks, dim=0, out=out)
+
+
+def _done(op: str, nbytes: int, g: Group) -> Work:
+    return Work(op, "sdma", nbytes, g.size, torch_work=StreamDone(torch.cuda.current_stream()),
+                stream_ordered=True)
+
+
+class SdmaBackend(Backend):
+    """Copy-engine collectives on one node (CUDA peer copies, or mori SDMA on ROCm)."""
+
+    name = "sdma"
+    domain = STREAM
+
+    def __init__(self, cfg: Config, engine: str) -> None:
+        self.cfg = cfg
+        self.engine = engine            # "cuda" | "mori"
+        self._groups: dict[int, Any] = {}
+        self._drv = None
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """Serves CUDA tensors for all-gather, even all-to-all, broadcast, reduce-scatter."""
+        if key.device != "cuda":
+            return f"sdma serves GPU tensors only, not {key.device}"
+        if key.op not in SERVED:
+            return f"sdma does not implement {key.op}"
+        if key.op == ALL_TO_ALL and key.nbytes < 0:
+            return "sdma serves equal-split all-to-all only"
+        if key.op == REDUCE_SCATTER:
+            if key.redop not in _REDUCE:
+                return "sdma reduce-scatter serves sum, avg, max, min, product"
+            if key.redop == R.AVG and not (key.dtype and key.dtype.is_floating_point):
+                return "sdma has no avg for integer types"
+            if key.dtype == torch.bool:
+                return "sdma has no bool reductions"
+        if self.engine == "mori":
+            if key.op not in (ALL_GATHER, ALL_TO_ALL):
+                return f"sdma on ROCm (mori) serves all-gather and all-to-all, not {key.op}"
+            if key.op == ALL_TO_ALL and key.nbytes % (4 * key.group_size):
+                return "mori all-to-all moves 32-bit words: bytes per rank must divide by 4"
+        return None
+
+    def decline(self, key: CallKey, group: Group) -> str | None:
+        """Also declines groups whose ranks are not one node with peer access (see Group.notes)."""
+        if self.name not in group.handles:
+            return group.notes.get(self.name) or f"group {group.ranks} has no sdma binding"
+        if self.engine == "mori" and group.size != tdist.get_world_size():
+            return "mori shmem is bound to the world group only"
+        return self.decline_key(key)
+
+    # -- state -------------------------------------------------------------------------------
+    def _state(self, g: Group) -> Any:
+        st = self._groups.get(g.id)
+        if st is None:
+            pg = g.handles[self.name]
+            max_block = max(1 << 16, int(self.cfg.sdma_max_bytes) // 2)
+            if self.engine == "mori":
+                from .mori_engine import MoriGroup
+                st = MoriGroup(pg, int(self.cfg.sdma_max_bytes))
+            else:
+                from .cudadrv import Driver
+                self._drv = self._drv or Driver()
+                st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync)
+            self._groups[g.id] = st
+        return st
+
+    def alloc_symmetric(self, nbytes: int, g: Group) -> torch.Tensor:
+        """A uint8 buffer the copy engines write into directly (collective on g)."""
+        if self.engine != "cuda":
+            raise NotImplementedError("symmetric buffers for sdma exist on CUDA only")
+        st = self._state(g)
+        return st.register(symm_empty(nbytes, st.dev)).tensor[:nbytes]
+
+    def _zc(self, st: CeGroup, t: torch.Tensor) -> tuple[Any, int] | None:
+        if not self.cfg.sdma_zero_copy:
+            return None
+        hit = st.find_symm(t)
+        if hit is not None:
+            check_token_room(hit[1])
+        return hit
+
+    # -- ops ---------------------------------------------------------------------------------
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+        """out <- every rank's inp; straight into peers' buffers when out is symmetric."""
+        st = self._state(g)
+        if self.engine == "mori":
+            st.all_gather(out, inp)
+            return _done("all_gather", out.numel() * out.element_size(), g)
+        b = inp.numel() * inp.element_size()
+        src, dst = inp.data_ptr(), out.data_ptr()
+        self._exchange(st, b, lambda p, o: src + o, dst, lambda p: dst + p * b,
+                       own=(dst + st.me * b, src), zc=self._zc(st, out))
+        return _done("all_gather", b * g.size, g)
+
+    def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
+                   in_counts: list[int], g: Group) -> Work:
+        """Block p of inp -> rank p; equal splits only (the dispatcher guarantees it)."""
+        st = self._state(g)
+        if self.engine == "mori":
+            st.all_to_all(out, inp)
+            return _done("all_to_all", inp.numel() * inp.element_size(), g)
+        b = in_counts[0] * inp.element_size()
+        src, dst = inp.data_ptr(), out.data_ptr()
+        self._exchange(st, b, lambda p, o: src + p * b + o, dst, lambda p: dst + p * b,
+                       own=(dst + st.me * b, src + st.me * b), zc=self._zc(st, out))
+        return _done("all_to_all", b * g.size, g)
+
+    def _exchange(self, st: CeGroup, b: int, src_of: Any, dst: int, out_of: Any,
+                  own: tuple[int, int], zc: tuple[Any, int] | None) -> None:
+        """Every rank sends block (p, offset) to every p; block p lands at out_of(p)."""
+        peers = st.peers
+        if zc is not None:
+            buf, off = zc
+            mine = off + (own[0] - dst)   # my block's offset in the symmetric buffer
+            sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
+            h = st.start(sends, peers, _zero_copy_token(off), True)
+            st.local_copy(*own, b)
+            st.finish(h)
+            return
+        st.ensure_transit(b)
+        prev = None
+        for o, ln in rounds(b, st.slot_bytes):
+            sends = [Send(p, src_of(p, o), st.me * ln, ln) for p in peers]
+            h = st.start(sends, peers, 1, False)
+            if prev is not None:
+                self._copy_out(st, *prev, b, out_of)
+            prev = (h, o, ln)
+        st.local_copy(*own, b)
+        self._copy_out(st, *prev, b, out_of)
+
+    def _copy_out(self, st: CeGroup, h: Any, o: int, ln: int, b: int, out_of: Any) -> None:
+        base = st.finish(h)
+        me, n = st.me, st.n
+        if ln == b and out_of(1) - out_of(0) == b:
+            # Whole blocks, laid out like the output: two copies around my own block.
+            if me > 0:
+                st.local_copy(out_of(0), st.slot_ptr(base, ln, 0), me * b)
+            if me < n - 1:
+                st.local_copy(out_of(me + 1), st.slot_ptr(base, ln, me + 1), (n - 1 - me) * b)
+            return
+        for p in range(n):
+            if p != me:
+                st.local_copy(out_of(p) + o, st.slot_ptr(base, ln, p), ln)
+
+    def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
+        """Root pushes t to every peer on its own copy engine stream."""
+        st = self._state(g)
+        b = t.numel() * t.element_size()
+        ptr = t.data_ptr()
+        zc = self._zc(st, t)
+        is_root = st.me == root
+        peers = [p for p in range(st.n) if p != root] if is_root else []
+        recv = [] if is_root else [root]
+        if zc is not None:
+            buf, off = zc
+            h = st.start([Send(p, ptr, buf.ptrs[p] + off, b) for p in peers], recv,
+                         _zero_copy_token(off), True)
+            st.finish(h)
+            return _done("broadcast", b, g)
+        st.ensure_transit(b)
+        prev = None
+        for o, ln in rounds(b, st.slot_bytes):
+            h = st.start([Send(p, ptr + o, root * ln, ln) for p in peers], recv, 1, False)
+            if prev is not None:
+                self._bcast_out(st, *prev, ptr, root, is_root)
+            prev = (h, o, ln)
+        self._bcast_out(st, *prev, ptr, root, is_root)
+        return _done("broadcast", b, g)
+
+    @staticmethod
+    def _bcast_out(st: CeGroup, h: Any, o: int, ln: int, ptr: int, root: int,
+                   is_root: bool) -> None:
+        base = st.finish(h)
+        if not is_root:
+            st.local_copy(ptr + o, st.slot_ptr(base, ln, root), ln)
+
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
+        """Copy-engine all-to-all of the blocks into the transit slot, then one reduction."""
+        st = self._state(g)
+        es = inp.element_size()
+        b = out.numel() * es
+        src = inp.data_ptr()
+        peers = st.peers
+        st.ensure_transit(b)
+        flat_out = out.view(-1)
+        prev = None
+        for o, ln in rounds(b, st.slot_bytes):
+            h = st.start([Send(p, src + p * b + o, st.me * ln, ln) for p in peers], peers, 1,
+                         False)
+            base = (h[0]) * st.n * st.slot_bytes
+            st.local_copy(st.slot_ptr(base, ln, st.me), src + st.me * b + o, ln)
+            if prev is not None:
+                self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
+            prev = (h, o, ln)
+        self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
+        return _done("reduce_scatter", b * g.size, g)
+
+    @staticmethod
+    def _reduce_out(st: CeGroup, h: Any, o: int, ln: int, dtype: torch.dtype, redop: Any,
+                    flat_out: torch.Tensor) -> None:
+        base = st.finish(h)
+        es = flat_out.element_size()
+        blocks = st.transit[base:base + st.n * ln].view(dtype).view(st.n, ln // es)
+        _reduce_blocks(blocks, redop, flat_out[o // es:(o + ln) // es])
+
+    # -- what sdma does not serve (the dispatcher never sends these here) --------------------
+    def _no(self, *args: object, **kwargs: object) -> Work:
+        raise NotImplementedError("sdma serves all-gather, all-to-all, broadcast, "
+                                  "reduce-scatter only")
+
+    all_reduce = reduce = gather = scatter = send = recv = barrier = _no
+    broadcast_object_list = all_gather_object = _no

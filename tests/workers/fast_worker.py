@@ -1,0 +1,269 @@
+"""GPU fast paths (sdma, nccl_ce, symm) against NCCL on the same inputs, one process per GPU.
+
+Run under mpirun/torchrun on 2 or 4 GPUs. Copies are compared bit for bit with NCCL; reductions
+bit for bit on exactly summable data and within float tolerance on random data. Prints one
+`OK <n> checks` line per rank, or raises naming the case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+
+import torch
+import torch.distributed as tdist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import gen, same  # noqa: E402
+
+import mcr.comm as dist  # noqa: E402
+from mcr.units import parse_bytes  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--big", default="1GiB", help="largest all-gather output (bytes, with unit)")
+ap.add_argument("--quick", action="store_true", help="fewer sizes (for the chunked rerun)")
+args = ap.parse_args()
+
+dist.init_distributed(verbose=True)
+R = dist.ReduceOp
+N, ME = dist.get_world_size(), dist.get_rank()
+DEV = torch.device("cuda", torch.cuda.current_device())
+CHECKS = [0]
+_SALT = [0]
+AVAIL = [b for b in ("sdma", "nccl_ce", "symm") if b in dist.get_world_group().handles]
+if ME == 0:
+    print(f"fast backends bound to the world group: {AVAIL}; notes: "
+          f"{dist.get_world_group().notes}", flush=True)
+
+
+def salt() -> int:
+    _SALT[0] += 1
+    return _SALT[0]
+
+
+def data(numel: int, dtype: torch.dtype, s: int, rank: int, exact: bool) -> torch.Tensor:
+    if dtype in (torch.uint8, torch.int8):
+        g = torch.Generator().manual_seed(s * 31 + rank)
+        return torch.randint(0, 100, (numel,), generator=g).to(dtype).to(DEV)
+    return gen(rank, numel, dtype, s, exact=exact, device=str(DEV))
+
+
+def check(what: str, got: torch.Tensor, want: torch.Tensor, tol: float = 0.0) -> None:
+    CHECKS[0] += 1
+    if tol == 0.0:
+        same(what, got, want)
+        return
+    g, w = got.double().cpu(), want.double().cpu()
+    if not torch.isfinite(g).all():
+        raise AssertionError(f"{what}: non-finite output")
+    err = ((g - w).norm() / max(w.norm().item(), 1e-30)).item()
+    if err > tol:
+        raise AssertionError(f"{what}: relative error {err:.2e} > {tol:.0e}")
+
+
+def sizes(big_elems: int) -> list[int]:
+    base = [1, 3, 1000, 65537, (1 << 20) + 3]
+    if args.quick:
+        return [1, 1000, (1 << 20) + 3, 3 << 20]
+    return base + [4 << 20, big_elems]
+
+
+def t_all_gather(be: str, dtype: torch.dtype, numel: int, g=None, symm_out: bool = False) -> None:
+    gs = dist.get_world_size(g)
+    s = salt()
+    me = dist.get_rank(g)
+    x = data(numel, dtype, s, me, exact=True)
+    ref = torch.empty(numel * gs, dtype=dtype, device=DEV)
+    dist.all_gather_into_tensor(ref, x, group=g, backend="nccl")
+    tag = f"{be} all_gather {dtype} n={numel} gs={gs}{' symm' if symm_out else ''}"
+    if symm_out:
+        out = dist.symmetric_empty(numel * gs, dtype=dtype, group=g, backend=be)
+    else:
+        out = torch.full((numel * gs,), 7, dtype=dtype, device=DEV)
+    dist.all_gather_into_tensor(out, x, group=g, backend=be)
+    check(tag, out, ref)
+    # In place, as ZeRO-3 does: the input is this rank's slot of the output.
+    out.fill_(3)
+    out[me * numel:(me + 1) * numel].copy_(x)
+    dist.all_gather_into_tensor(out, out[me * numel:(me + 1) * numel], group=g, backend=be)
+    check(tag + " in-place", out, ref)
+    if numel <= 1 << 20 and not symm_out:
+        # Non-contiguous input and output.
+        xs = torch.stack([x, x], 1)[:, 0]
+        o2 = torch.zeros(numel * gs, 2, dtype=dtype, device=DEV)
+        dist.all_gather_into_tensor(o2[:, 1], xs, group=g, backend=be)
+        check(tag + " non-contiguous", o2[:, 1], ref)
+        lst = [torch.zeros(numel, dtype=dtype, device=DEV) for _ in range(gs)]
+        dist.all_gather(lst, x, group=g, backend=be)
+        check(tag + " list", torch.cat(lst), ref)
+
+
+def t_all_to_all(be: str, dtype: torch.dtype, per: int, g=None, symm_out: bool = False) -> None:
+    gs = dist.get_world_size(g)
+    x = data(per * gs, dtype, salt(), dist.get_rank(g), exact=True)
+    ref = torch.empty_like(x)
+    dist.all_to_all_single(ref, x, group=g, backend="nccl")
+    out = (dist.symmetric_empty(per * gs, dtype=dtype, group=g, backend=be) if symm_out
+           else torch.full_like(x, 5))
+    dist.all_to_all_single(out, x, group=g, backend=be)
+    check(f"{be} all_to_all {dtype} per={per} gs={gs}{' symm' if symm_out else ''}", out, ref)
+
+
+def t_broadcast(be: str, dtype: torch.dtype, numel: int, g=None, symm: bool = False) -> None:
+    gs = dist.get_world_size(g)
+    ranks = list(range(N)) if g is None else g.ranks
+    for root in (0, gs - 1):
+        s = salt()
+        want = data(numel, dtype, s, root, exact=True)
+        t = (dist.symmetric_empty(numel, dtype=dtype, group=g, backend=be) if symm
+             else torch.empty(numel, dtype=dtype, device=DEV))
+        if dist.get_rank(g) == root:
+            t.copy_(want)
+        else:
+            t.fill_(9)
+        dist.broadcast(t, ranks[root], group=g, backend=be)
+        check(f"{be} broadcast {dtype} n={numel} root={root} gs={gs}", t, want)
+
+
+def t_reduce_scatter(be: str, dtype: torch.dtype, per: int, g=None) -> None:
+    gs = dist.get_world_size(g)
+    me = dist.get_rank(g)
+    ops = [R.SUM, R.MAX, R.MIN] + ([R.AVG] if dtype.is_floating_point else [])
+    for op in ops:
+        for exact in (True, False) if dtype.is_floating_point else (True,):
+            x = data(per * gs, dtype, salt(), me, exact=exact)
+            ref = torch.empty(per, dtype=dtype, device=DEV)
+            dist.reduce_scatter_tensor(ref, x, op=op, group=g, backend="nccl")
+            out = torch.full_like(ref, 1)
+            dist.reduce_scatter_tensor(out, x, op=op, group=g, backend=be)
+            bit = exact and op != R.AVG or op in (R.MAX, R.MIN)
+            tol = 0.0 if bit else (2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-5)
+            check(f"{be} reduce_scatter {dtype} {op} per={per} gs={gs} exact={exact}", out, ref,
+                  tol)
+
+
+def t_all_reduce(be: str, dtype: torch.dtype, numel: int, g=None, offset: int = 0) -> None:
+    me = dist.get_rank(g)
+    for op in (R.SUM, R.AVG):
+        for exact in (True, False):
+            x = data(numel + offset, dtype, salt(), me, exact=exact)
+            ref = x.clone()
+            dist.all_reduce(ref, op=op, group=g, backend="nccl")
+            y = x.clone()
+            dist.all_reduce(y[offset:], op=op, group=g, backend=be)
+            bit = exact and op == R.SUM
+            tol = 0.0 if bit else (2e-2 if dtype == torch.bfloat16 else 1e-5)
+            check(f"{be} all_reduce {dtype} {op} n={numel} off={offset} exact={exact}",
+                  y[offset:], ref[offset:], tol)
+
+
+def t_mixed(ops: int) -> None:
+    """Interleaved async ops on nccl, sdma, symm, nccl_ce with shuffled waits."""
+    rng = random.Random(1234)  # same sequence on every rank
+    _SALT[0] = 1 << 20  # sub-group tests drew different numbers of salts on different ranks
+    pend = []
+    for i in range(ops):
+        kind = rng.choice(["ag", "ar", "a2a", "rs", "bc"])
+        be = rng.choice({"ag": ["sdma", "nccl", "nccl_ce"], "ar": ["symm", "nccl"],
+                         "a2a": ["sdma", "nccl", "nccl_ce"], "rs": ["sdma", "nccl"],
+                         "bc": ["sdma", "nccl"]}[kind])
+        be = be if be == "nccl" or be in AVAIL else "nccl"
+        n = rng.choice([1, 17, 4096, 100_003])
+        s = salt()
+        if kind == "ag":
+            x = data(n, torch.bfloat16, s, ME, True)
+            out = torch.empty(n * N, dtype=x.dtype, device=DEV)
+            w = dist.all_gather_into_tensor(out, x, async_op=True, backend=be)
+            want = torch.cat([data(n, torch.bfloat16, s, r, True) for r in range(N)])
+        elif kind == "ar":
+            out = data(n, torch.float32, s, ME, True)
+            w = dist.all_reduce(out, async_op=True, backend=be)
+            want = sum(data(n, torch.float32, s, r, True) for r in range(N))
+        elif kind == "a2a":
+            x = data(n * N, torch.bfloat16, s, ME, True)
+            out = torch.empty_like(x)
+            w = dist.all_to_all_single(out, x, async_op=True, backend=be)
+            want = torch.cat([data(n * N, torch.bfloat16, s, r, True)[ME * n:(ME + 1) * n]
+                              for r in range(N)])
+        elif kind == "rs":
+            x = data(n * N, torch.float32, s, ME, True)
+            out = torch.empty(n, dtype=x.dtype, device=DEV)
+            w = dist.reduce_scatter_tensor(out, x, async_op=True, backend=be)
+            want = sum(data(n * N, torch.float32, s, r, True)[ME * n:(ME + 1) * n]
+                       for r in range(N))
+        else:
+            out = data(n, torch.int32, s, ME, True)
+            w = dist.broadcast(out, i % N, async_op=True, backend=be)
+            want = data(n, torch.int32, s, i % N, True)
+        pend.append((f"mixed #{i} {kind} on {be}", w, out, want))
+        if len(pend) > 6 or i == ops - 1:
+            random.Random(i * 7 + ME).shuffle(pend)  # each rank waits in its own order
+            for what, w, out, want in pend:
+                w.wait()
+                check(what, out, want)
+            pend.clear()
+
+
+def main() -> None:
+    big = int(parse_bytes(args.big))
+    exact_dtypes = (torch.bfloat16, torch.float16, torch.float32, torch.int32)
+    if "sdma" in AVAIL:
+        for dt in exact_dtypes + (torch.uint8,):
+            for n in sizes(big // N // torch.empty((), dtype=dt).element_size()):
+                if n * N * torch.empty((), dtype=dt).element_size() > big:
+                    continue
+                if dt != torch.bfloat16 and n > 4 << 20:
+                    continue
+                t_all_gather("sdma", dt, n)
+                t_all_to_all("sdma", dt, max(1, n // N))
+                t_broadcast("sdma", dt, n)
+                if dt != torch.uint8:
+                    t_reduce_scatter("sdma", dt, max(1, n // N))
+        for n in (1, 1000, (1 << 20) + 4):
+            t_all_gather("sdma", torch.bfloat16, n, symm_out=True)
+            t_all_to_all("sdma", torch.bfloat16, n, symm_out=True)
+            t_broadcast("sdma", torch.bfloat16, n, symm=True)
+    if "nccl_ce" in AVAIL:
+        for dt in exact_dtypes:
+            for n in (1, 3, 65537, (1 << 20) + 3) + (() if args.quick else (16 << 20,)):
+                t_all_gather("nccl_ce", dt, n)
+                t_all_to_all("nccl_ce", dt, max(1, n // N))
+        t_all_gather("nccl_ce", torch.bfloat16, 1 << 20, symm_out=True)
+    if "symm" in AVAIL:
+        for dt in (torch.bfloat16, torch.float32):
+            for n in (1, 2, 3, 8, 1000, 4096, 65536, 131072 + 1, 262144):
+                if n * torch.empty((), dtype=dt).element_size() <= 1 << 20:
+                    t_all_reduce("symm", dt, n)
+            t_all_reduce("symm", dt, 4096, offset=1)
+    # Sub-groups: halves, and a group of 3 when there are 4 ranks.
+    parts = [[0, 1], [2, 3]] if N == 4 else [[0, 1]]
+    subs = [dist.new_group(p) for p in parts]
+    trio = dist.new_group([1, 2, 3]) if N == 4 else None
+    for grp in [s for s in subs if ME in s.ranks] + ([trio] if trio and ME in trio.ranks else []):
+        have = [b for b in AVAIL if b in grp.handles]
+        for n in (5, 70000):
+            if "sdma" in have:
+                t_all_gather("sdma", torch.bfloat16, n, g=grp)
+                t_all_to_all("sdma", torch.float32, n, g=grp)
+                t_broadcast("sdma", torch.int32, n, g=grp)
+                t_reduce_scatter("sdma", torch.float32, n, g=grp)
+            if "nccl_ce" in have:
+                t_all_gather("nccl_ce", torch.bfloat16, n, g=grp)
+            if "symm" in have:
+                t_all_reduce("symm", torch.bfloat16, n, g=grp)
+    # The dispatcher falls back when a fast backend declines: results never change.
+    x = data(1001, torch.int64, salt(), ME, True)
+    ref = x.clone()
+    dist.all_reduce(ref, backend="nccl")
+    dist.all_reduce(x)  # with MCR_BACKEND=sdma or symm this declines to nccl
+    check("fallback all_reduce int64", x, ref)
+    t_mixed(300 if not args.quick else 100)
+    torch.cuda.synchronize()
+    tdist.barrier()
+    print(f"rank {ME}: OK {CHECKS[0]} checks", flush=True)
+    dist.destroy_process_group()
+
+
+main()
