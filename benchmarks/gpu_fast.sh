@@ -3,11 +3,7 @@
 # overlap benchmark, side by side with NCCL. Run from the repo root on the lent machine; logs go
 # to $OUT (or ./gpu_out). PART=test|bench|all (default all).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MCR_TIMEOUT_S=120
-OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
-N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-X="-x PYTHONPATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x MCR_TIMEOUT_S -x PYTHONUNBUFFERED"
+. benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 MPI2="mpirun --allow-run-as-root --oversubscribe -np 2 $X"
 step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS

@@ -2,11 +2,8 @@
 # One full GPU session for the spine (issue 2): correctness on NCCL + MPI, then OSU sweeps.
 # Run on the lent machine from the repo root; logs go to $OUT (or ./gpu_out).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 MCR_TIMEOUT_S=120
-OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
-N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-MPI="mpirun --allow-run-as-root --oversubscribe -np $N -x PYTHONPATH -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x MCR_TIMEOUT_S -x PYTHONUNBUFFERED"
+. benchmarks/gpu_env.sh
+MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 step() { local name=$1; shift; echo "== $name: $*"; local t0=$SECONDS
   timeout 420 "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   echo "   rc=$rc in $((SECONDS - t0)) s"; grep -E "OK|FAIL|Error|rank 0|^#|^  " "$OUT/$name.log" | grep -v "return func\|deprecat" | tail -${TAILN:-6}; }

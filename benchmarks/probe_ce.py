@@ -14,6 +14,7 @@ import torch
 
 import mcr.comm as dist
 from mcr import runtime
+from mcr.backends.ce_engine import rendezvous
 from mcr.backends.cudadrv import Driver
 
 dist.init_distributed(verbose=False)
@@ -48,8 +49,7 @@ for nbytes in (1 << 30, 1 << 16):
     inp = out[me * per:(me + 1) * per]
     inp.normal_()
     b = per * 2
-    hdl = __import__("mcr.backends.ce_engine", fromlist=["rendezvous"]).rendezvous(buf.tensor,
-                                                                                  rt.world.handles["nccl"])
+    hdl = rendezvous(buf.tensor, rt.world.handles["nccl"])
 
     def mcr_sdma() -> None:
         dist.all_gather_into_tensor(out, inp, backend="sdma")

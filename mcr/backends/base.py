@@ -9,7 +9,7 @@ import torch
 
 from ..groups import Group
 from ..ops import CallKey
-from ..work import Work
+from ..work import StreamDone, Work
 
 STREAM = "stream"  # enqueues on a GPU stream and returns (NCCL, copy engines, symmetric memory)
 HOST = "host"      # progressed by the host (Gloo, MPI)
@@ -32,8 +32,14 @@ class Backend(ABC):
         rank of the group decides the same and no rank waits on a library its peers skipped.
         """
         if self.name not in group.handles:
-            return f"group {group.ranks} has no {self.name} communicator"
+            return group.notes.get(self.name) or \
+                f"group {group.ranks} has no {self.name} communicator"
         return self.decline_key(key)
+
+    def _stream_work(self, op: str, nbytes: int, g: Group) -> Work:
+        """Work of an op this backend enqueued on the caller's current stream."""
+        return Work(op, self.name, nbytes, g.size,
+                    torch_work=StreamDone(torch.cuda.current_stream()), stream_ordered=True)
 
     @abstractmethod
     def decline_key(self, key: CallKey) -> str | None:

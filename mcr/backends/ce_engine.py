@@ -28,7 +28,6 @@ from ..errors import CallError
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 
 _SLOTS = 2
-_TRANSIT = 1
 
 
 def _zero_copy_token(offset: int) -> int:
@@ -167,7 +166,7 @@ class CeGroup:
             [(OP_WRITE32, f(p, 0, s, me), token) for p in recv_from]
             + [(OP_WRITE32, f(me, 2, s, p), 1) for p in peers]))
         drv.batch(mh, ops)
-        base = 0 if zero_copy else s * self.n * self.slot_bytes
+        base = 0 if zero_copy else self.slot_base(s)
         for snd in sends:
             p, sh = snd.peer, self.sh[snd.peer]
             drv.batch(sh, self._memops(("pre", s, p, token), lambda p=p: [
@@ -185,7 +184,7 @@ class CeGroup:
         entered (destinations free, inputs ready); pushes wait on it through an event."""
         self.fhdl.barrier(channel=s)
         self.ev_in.record(m)
-        base = 0 if zero_copy else s * self.n * self.slot_bytes
+        base = 0 if zero_copy else self.slot_base(s)
         for snd in sends:
             st = self.streams[snd.peer]
             st.wait_event(self.ev_in)
@@ -203,7 +202,7 @@ class CeGroup:
                 m.wait_event(self.ev[snd.peer])
             # Every rank reaches this barrier after its own pushes: all pushes into me are done.
             self.fhdl.barrier(channel=s)
-            return s * self.n * self.slot_bytes
+            return self.slot_base(s)
         me, f = self.me, self._f
         peers = tuple(p.peer for p in sends)
         ops = self._memops(("fin", s, tuple(recv_from), peers), lambda: (
@@ -212,6 +211,10 @@ class CeGroup:
             + [x for p in peers for x in ((OP_WAIT32, f(me, 3, s, p), 1),
                                           (OP_WRITE32, f(me, 3, s, p), 0))]))
         self.drv.batch(torch.cuda.current_stream(self.dev).cuda_stream, ops)
+        return self.slot_base(s)
+
+    def slot_base(self, s: int) -> int:
+        """Byte offset of transit slot s."""
         return s * self.n * self.slot_bytes
 
     def slot_ptr(self, base: int, block: int, p: int) -> int:
@@ -238,5 +241,5 @@ def check_token_room(offset: int) -> None:
                         f"multiple of 16 bytes, got {offset}")
 
 
-__all__ = ["CeGroup", "Send", "SymmBuffer", "_TRANSIT", "_zero_copy_token", "rounds",
+__all__ = ["CeGroup", "Send", "SymmBuffer", "_zero_copy_token", "rounds",
            "symm_empty"]

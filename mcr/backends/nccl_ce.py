@@ -16,7 +16,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group
 from ..ops import ALL_GATHER, ALL_TO_ALL, CallKey
-from ..work import StreamDone, Work
+from ..work import Work
 from .base import STREAM, Backend
 from .ce_engine import rounds
 from .torch_pg import _all_gather_tensor
@@ -75,12 +75,6 @@ class NcclCeBackend(Backend):
             return "nccl_ce serves equal-split all-to-all only"
         return None
 
-    def decline(self, key: CallKey, group: Group) -> str | None:
-        """Also declines groups without a zero-CTA communicator (see Group.notes)."""
-        if self.name not in group.handles:
-            return group.notes.get(self.name) or f"group {group.ranks} has no nccl_ce binding"
-        return self.decline_key(key)
-
     def _win(self, g: Group) -> _Windows:
         w = self._groups.get(g.id)
         if w is None:
@@ -107,7 +101,7 @@ class NcclCeBackend(Backend):
         nb = inp.numel() * inp.element_size()
         if w.owns(inp) and w.owns(out):
             fn(out, inp, group=pg)
-            return self._done(op, nb, g)
+            return self._stream_work(op, nb, g)
         # Stage through the windows, in pieces of the window size.
         cap = w.inp.numel() if op == ALL_GATHER else w.inp.numel() // n * n
         src = inp.view(-1).view(torch.uint8)
@@ -121,11 +115,8 @@ class NcclCeBackend(Backend):
                 w.inp[:ln * n].view(n, ln).copy_(src.view(n, blk)[:, o:o + ln])
             fn(w.out[:ln * n], w.inp[:ln * n if op == ALL_TO_ALL else ln], group=pg)
             dst.view(n, blk)[:, o:o + ln].copy_(w.out[:ln * n].view(n, ln))
-        return self._done(op, nb, g)
+        return self._stream_work(op, nb, g)
 
-    def _done(self, op: str, nb: int, g: Group) -> Work:
-        return Work(op, self.name, nb, g.size,
-                    torch_work=StreamDone(torch.cuda.current_stream()), stream_ordered=True)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
         """all_gather_into_tensor on the zero-CTA communicator."""

@@ -15,7 +15,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group
 from ..ops import ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER, CallKey
-from ..work import StreamDone, Work
+from ..work import Work
 from .base import STREAM, Backend
 from .ce_engine import CeGroup, Send, _zero_copy_token, check_token_room, rounds, symm_empty
 
@@ -35,11 +35,6 @@ def _reduce_blocks(blocks: torch.Tensor, redop: Any, out: torch.Tensor) -> None:
         torch.prod(blocks, dim=0, out=out)
     else:
         getattr(torch, name)(blocks, dim=0, out=out)
-
-
-def _done(op: str, nbytes: int, g: Group) -> Work:
-    return Work(op, "sdma", nbytes, g.size, torch_work=StreamDone(torch.cuda.current_stream()),
-                stream_ordered=True)
 
 
 class SdmaBackend(Backend):
@@ -78,11 +73,10 @@ class SdmaBackend(Backend):
 
     def decline(self, key: CallKey, group: Group) -> str | None:
         """Also declines groups whose ranks are not one node with peer access (see Group.notes)."""
-        if self.name not in group.handles:
-            return group.notes.get(self.name) or f"group {group.ranks} has no sdma binding"
-        if self.engine == "mori" and group.size != tdist.get_world_size():
+        if self.engine == "mori" and self.name in group.handles \
+                and group.size != tdist.get_world_size():
             return "mori shmem is bound to the world group only"
-        return self.decline_key(key)
+        return super().decline(key, group)
 
     # -- state -------------------------------------------------------------------------------
     def _state(self, g: Group) -> Any:
@@ -121,12 +115,12 @@ class SdmaBackend(Backend):
         st = self._state(g)
         if self.engine == "mori":
             st.all_gather(out, inp)
-            return _done("all_gather", out.numel() * out.element_size(), g)
+            return self._stream_work("all_gather", out.numel() * out.element_size(), g)
         b = inp.numel() * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
         self._exchange(st, b, lambda p, o: src + o, dst, lambda p: dst + p * b,
                        own=(dst + st.me * b, src), zc=self._zc(st, out))
-        return _done("all_gather", b * g.size, g)
+        return self._stream_work("all_gather", b * g.size, g)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
                    in_counts: list[int], g: Group) -> Work:
@@ -134,12 +128,12 @@ class SdmaBackend(Backend):
         st = self._state(g)
         if self.engine == "mori":
             st.all_to_all(out, inp)
-            return _done("all_to_all", inp.numel() * inp.element_size(), g)
+            return self._stream_work("all_to_all", inp.numel() * inp.element_size(), g)
         b = in_counts[0] * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
         self._exchange(st, b, lambda p, o: src + p * b + o, dst, lambda p: dst + p * b,
                        own=(dst + st.me * b, src + st.me * b), zc=self._zc(st, out))
-        return _done("all_to_all", b * g.size, g)
+        return self._stream_work("all_to_all", b * g.size, g)
 
     def _exchange(self, st: CeGroup, b: int, src_of: Any, dst: int, out_of: Any,
                   own: tuple[int, int], zc: tuple[Any, int] | None) -> None:
@@ -192,7 +186,7 @@ class SdmaBackend(Backend):
             h = st.start([Send(p, ptr, buf.ptrs[p] + off, b) for p in peers], recv,
                          _zero_copy_token(off), True)
             st.finish(h)
-            return _done("broadcast", b, g)
+            return self._stream_work("broadcast", b, g)
         st.ensure_transit(b)
         prev = None
         for o, ln in rounds(b, st.slot_bytes):
@@ -201,7 +195,7 @@ class SdmaBackend(Backend):
                 self._bcast_out(st, *prev, ptr, root, is_root)
             prev = (h, o, ln)
         self._bcast_out(st, *prev, ptr, root, is_root)
-        return _done("broadcast", b, g)
+        return self._stream_work("broadcast", b, g)
 
     @staticmethod
     def _bcast_out(st: CeGroup, h: Any, o: int, ln: int, ptr: int, root: int,
@@ -223,13 +217,13 @@ class SdmaBackend(Backend):
         for o, ln in rounds(b, st.slot_bytes):
             h = st.start([Send(p, src + p * b + o, st.me * ln, ln) for p in peers], peers, 1,
                          False)
-            base = (h[0]) * st.n * st.slot_bytes
+            base = st.slot_base(h[0])
             st.local_copy(st.slot_ptr(base, ln, st.me), src + st.me * b + o, ln)
             if prev is not None:
                 self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
             prev = (h, o, ln)
         self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
-        return _done("reduce_scatter", b * g.size, g)
+        return self._stream_work("reduce_scatter", b * g.size, g)
 
     @staticmethod
     def _reduce_out(st: CeGroup, h: Any, o: int, ln: int, dtype: torch.dtype, redop: Any,

@@ -15,7 +15,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group
 from ..ops import ALL_REDUCE, CallKey
-from ..work import StreamDone, Work
+from ..work import Work
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 
@@ -71,12 +71,6 @@ class SymmBackend(Backend):
             return f"symm kernels are built for 2 to 8 ranks, not {key.group_size}"
         return None
 
-    def decline(self, key: CallKey, group: Group) -> str | None:
-        """Also declines groups that are not one node with peer access."""
-        if self.name not in group.handles:
-            return group.notes.get(self.name) or f"group {group.ranks} has no symm binding"
-        return self.decline_key(key)
-
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group) -> Work:
         """In-place all-reduce of t through the staging buffer."""
         st = self._groups.get(g.id)
@@ -109,8 +103,7 @@ class SymmBackend(Backend):
             flat.copy_(tmp[:n])
         if redop == R.AVG:
             flat.div_(g.size)
-        return Work("all_reduce", self.name, nbytes, g.size,
-                    torch_work=StreamDone(torch.cuda.current_stream()), stream_ordered=True)
+        return self._stream_work("all_reduce", nbytes, g)
 
     def _no(self, *args: object, **kwargs: object) -> Work:
         raise NotImplementedError("symm serves all_reduce only")
