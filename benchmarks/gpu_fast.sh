@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU session for the fast paths (issue 3): correctness against NCCL, then OSU sweeps and the
 # overlap benchmark, side by side with NCCL. Run from the repo root on the lent machine; logs go
-# to $OUT (or ./gpu_out). PART=test|bench|all (default all).
+# to $OUT (or ./gpu_out). PART=test|bench|all (default all), or final: the test at 4 GPUs, the
+# issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -14,21 +15,53 @@ PART=${PART:-all}
 {
 echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
-if [ "$PART" != bench ]; then
+if [ "$PART" = final ]; then
+# One lease: the 4-GPU test, the numbers the issue's targets name, and the tuning table.
+step fast_x$N 200 $MPI python3 tests/workers/fast_worker.py --big 1GiB
+B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv"
+AG="python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.5 --backend nccl,sdma --symm sdma"
+TAILN=14 step osu_allgather_symm 80 $MPI $AG
+TAILN=14 step osu_allgather_symm_graph 80 $MPI $AG --graph
+AR="python3 -m benchmarks.osu_allreduce $B -m 256:1MiB -f 4 -i 200 -x 20 --batch 20 --max-seconds 0.2 --backend nccl,symm"
+TAILN=12 step osu_allreduce 60 $MPI $AR
+TAILN=12 step osu_allreduce_graph 60 $MPI $AR --graph
+MCR_SYMM_TWO_SHOT_BYTES=4MiB TAILN=12 step osu_allreduce_graph_oneshot 60 $MPI -x MCR_SYMM_TWO_SHOT_BYTES $AR --graph
+TAILN=8 step overlap 90 $MPI python3 -m benchmarks.overlap --backend nccl,sdma+symm --reps 7 --csv $OUT/overlap.csv
+TAILN=4 step tuner 240 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
+fi
+if [ "$PART" = check ]; then
+# After a refactor: the tests again (4 GPUs; 2 GPUs chunked), and the overlap benchmark under
+# both sync modes (does the barrier kernel's SM cost show in the GEMM?).
+step fast_x$N 150 $MPI python3 tests/workers/fast_worker.py --big 256MiB
+MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma step fast_x2_chunked 100 \
+  $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
+TAILN=6 step overlap_kernel 80 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 9 --csv $OUT/overlap.csv
+MCR_SDMA_SYNC=memops TAILN=6 step overlap_memops 80 $MPI -x MCR_SDMA_SYNC python3 -m benchmarks.overlap --backend sdma+symm --reps 9 --csv $OUT/overlap.csv
+fi
+if [ "$PART" != bench ] && [ "$PART" != final ] && [ "$PART" != check ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB
+MCR_SDMA_SYNC=memops step fast_x${N}_memops 200 $MPI -x MCR_SDMA_SYNC python3 tests/workers/fast_worker.py --quick
 MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma step fast_x2_chunked 200 \
   $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
+TAILN=80 step probe 200 $MPI python3 benchmarks/probe_ce.py
 fi
-if [ "$PART" != test ]; then
-TAILN=12 step probe_kernel 90 $MPI python3 benchmarks/probe_ce.py
-MCR_SDMA_SYNC=memops TAILN=12 step probe_memops 90 $MPI -x MCR_SDMA_SYNC python3 benchmarks/probe_ce.py
+if [ "$PART" = bench ] || [ "$PART" = all ]; then
 B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv"
-TAILN=30 step osu_allgather 240 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.6 --backend nccl,sdma
-TAILN=30 step osu_allgather_symm 240 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.6 --backend nccl,sdma --symm sdma
-TAILN=30 step osu_allreduce 120 $MPI python3 -m benchmarks.osu_allreduce $B -m 256:1MiB -f 4 -i 300 -x 30 --batch 20 --max-seconds 0.3 --backend nccl,symm
-TAILN=12 step overlap 240 $MPI python3 -m benchmarks.overlap --backend nccl,sdma,sdma+symm --reps 5 --csv $OUT/overlap.csv
-TAILN=20 step osu_reducescatter 120 $MPI python3 -m benchmarks.osu_reducescatter $B -m 1MiB:256MiB -f 16 -i 20 -x 3 --batch 5 --max-seconds 0.3 --backend nccl,sdma
-TAILN=20 step osu_alltoall 120 $MPI python3 -m benchmarks.osu_alltoall $B -m 1MiB:256MiB -f 16 -i 20 -x 3 --batch 5 --max-seconds 0.3 --backend nccl,sdma
-TAILN=20 step osu_bcast 120 $MPI python3 -m benchmarks.osu_bcast $B -m 1MiB:256MiB -f 16 -i 20 -x 3 --batch 5 --max-seconds 0.3 --backend nccl,sdma
+AG="python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.5 --backend nccl,sdma"
+TAILN=14 step osu_allgather 150 $MPI $AG
+TAILN=14 step osu_allgather_symm 150 $MPI $AG --symm sdma
+TAILN=14 step osu_allgather_symm_graph 150 $MPI $AG --symm sdma --graph
+AR="python3 -m benchmarks.osu_allreduce $B -m 256:1MiB -f 4 -i 300 -x 30 --batch 20 --max-seconds 0.3 --backend nccl,symm"
+TAILN=16 step osu_allreduce 100 $MPI $AR
+TAILN=16 step osu_allreduce_graph 100 $MPI $AR --graph
+MCR_SYMM_TWO_SHOT_BYTES=4MiB TAILN=16 step osu_allreduce_graph_oneshot 100 $MPI -x MCR_SYMM_TWO_SHOT_BYTES $AR --graph
+TAILN=8 step overlap 200 $MPI python3 -m benchmarks.overlap --backend nccl,sdma,sdma+symm --reps 5 --csv $OUT/overlap.csv
+O="$B -m 1MiB:256MiB -f 16 -i 20 -x 3 --batch 5 --max-seconds 0.3 --backend nccl,sdma"
+TAILN=8 step osu_reducescatter 100 $MPI python3 -m benchmarks.osu_reducescatter $O
+TAILN=8 step osu_alltoall 100 $MPI python3 -m benchmarks.osu_alltoall $O
+TAILN=8 step osu_bcast 100 $MPI python3 -m benchmarks.osu_bcast $O
 fi
 } 2>&1 | tee "$OUT/summary.log"
+# $OUT returns at most 8 files: the step logs travel as one archive.
+tar czf "$OUT/logs_$PART.tgz" -C "$OUT" $(cd "$OUT" && ls *.log | grep -v summary) && \
+  (cd "$OUT" && ls *.log | grep -v summary | xargs rm -f)

@@ -95,6 +95,9 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int, default=1,
                     help="calls per timed sample, back to back (1: OSU latency, each call "
                          "synchronized; >1: nccl-tests style throughput per call)")
+    ap.add_argument("--graph", action="store_true",
+                    help="capture each sample's --batch calls in one CUDA graph and time its "
+                         "replays (the cost per call inside a graph-captured training step)")
     ap.add_argument("--symm", default=None, metavar="BACKEND",
                     help="allocate outputs with mcr.comm.symmetric_empty(backend=BACKEND)")
     return ap
@@ -116,12 +119,33 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def graphed(case: Case, backend: str | None, batch: int) -> Callable[[str | None], None]:
+    """`batch` calls captured in one CUDA graph; the returned call replays it."""
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        g.capture_begin(capture_error_mode="thread_local")
+        for _ in range(batch):
+            case.call(backend)
+        g.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return lambda _be: g.replay()
+
+
 def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: str,
-              max_seconds: float, batch: int = 1) -> list[float]:
-    """Per-call seconds of each sample (batch calls between syncs), slowest rank's."""
+              max_seconds: float, batch: int = 1, graph: bool = False) -> list[float]:
+    """Per-call seconds of each sample (batch calls between syncs), slowest rank's.
+    graph: each sample replays one CUDA graph of the batch's calls."""
     for _ in range(warmup):
         case.call(backend)
     _sync(device)
+    if graph:
+        case = Case(graphed(case, backend, batch), case.check)
+        batch_calls, batch = batch, 1
+    else:
+        batch_calls = batch
     # Calibrate the iteration count so that big messages stay within max_seconds.
     dist.barrier(backend="gloo")
     t0 = time.perf_counter()
@@ -137,7 +161,7 @@ def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: 
         for _ in range(batch):
             case.call(backend)
         _sync(device)
-        times[i] = (time.perf_counter() - t0) / batch
+        times[i] = (time.perf_counter() - t0) / batch_calls
     dist.all_reduce(times, op=dist.ReduceOp.MAX, backend="gloo")
     return times.tolist()
 
@@ -181,6 +205,7 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
         print(f"# command: {' '.join(sys.argv)}")
         batch = getattr(args, "batch", 1)
         print(f"# timing: {batch} call(s) per sample"
+              + (", replayed from one CUDA graph" if getattr(args, "graph", False) else "")
               + (f", outputs in {args.symm} symmetric memory" if ctx.symm else ""))
         print(f"# {'Size':>10} {'Backend':>12} {'Avg Latency(us)':>16} {'Median(us)':>11} "
               f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}",
@@ -193,7 +218,8 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
                 else be
             try:
                 t = time_case(case, name, args.iterations, args.warmup, device,
-                              args.max_seconds, getattr(args, "batch", 1))
+                              args.max_seconds, getattr(args, "batch", 1),
+                              getattr(args, "graph", False))
             except BackendUnavailable as e:
                 if rank == 0:
                     print(f"  {size:>10} {label:>12}   declined: {str(e).splitlines()[0]}")
@@ -211,7 +237,8 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
                    "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6, "min_us": min(t) * 1e6,
                    "max_us": max(t) * 1e6, "iters": len(t), "algbw_gbs": algbw,
                    "busbw_gbs": algbw * bus_factor(bench.op, n),
-                   "batch": getattr(args, "batch", 1), "symm": ctx.symm or ""}
+                   "batch": getattr(args, "batch", 1), "symm": ctx.symm or "",
+                   "graph": int(getattr(args, "graph", False))}
             rows.append(row)
             if rank == 0:
                 print(f"  {size:>10} {label:>12} {row['avg_us']:>16.2f} {row['median_us']:>11.2f}"

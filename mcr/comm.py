@@ -348,7 +348,7 @@ def _check_across_ranks(key: CallKey, g: Group, root: int, backend: str) -> None
 def _finish(w: Work, async_op: bool) -> Work | None:
     if async_op:
         return w
-    w.wait()
+    w.wait_issued()
     return None
 
 

@@ -19,6 +19,19 @@ def _env_float(name: str, default: float) -> float:
     return val
 
 
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        val = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    if val < 0:
+        raise ValueError(f"{name}={raw!r} must be 0 or more")
+    return val
+
+
 def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     val = os.environ.get(name, default) or default
     if val not in allowed:
@@ -46,9 +59,10 @@ class Config:
     sdma_max_bytes: float = 256 * 2**20   # MCR_SDMA_MAX_BYTES: sdma transit per rank block
     sdma_zero_copy: bool = True           # MCR_SDMA_ZERO_COPY: write into symmetric outputs
     symm_max_bytes: float = 2**20         # MCR_SYMM_MAX_BYTES: symm staging buffer
-    symm_two_shot_bytes: float = 256 * 2**10  # MCR_SYMM_TWO_SHOT_BYTES: two-shot from here
+    symm_two_shot_bytes: float = 512 * 2**10  # MCR_SYMM_TWO_SHOT_BYTES: two-shot from here
     nccl_ce_max_bytes: float = 64 * 2**20     # MCR_NCCL_CE_MAX_BYTES: nccl_ce window per rank
     sdma_sync: str = "kernel"             # MCR_SDMA_SYNC: kernel | memops
+    sdma_graphs: int = 64                 # MCR_SDMA_GRAPHS: captured calls kept per group
 
 
 def from_env() -> Config:
@@ -73,7 +87,8 @@ def from_env() -> Config:
         sdma_zero_copy=os.environ.get("MCR_SDMA_ZERO_COPY", "1").strip() not in ("0", "false",
                                                                                    "no", "off"),
         symm_max_bytes=parse_bytes(os.environ.get("MCR_SYMM_MAX_BYTES", "1MiB")),
-        symm_two_shot_bytes=parse_bytes(os.environ.get("MCR_SYMM_TWO_SHOT_BYTES", "256KiB")),
+        symm_two_shot_bytes=parse_bytes(os.environ.get("MCR_SYMM_TWO_SHOT_BYTES", "512KiB")),
         nccl_ce_max_bytes=parse_bytes(os.environ.get("MCR_NCCL_CE_MAX_BYTES", "64MiB")),
         sdma_sync=_choice("MCR_SDMA_SYNC", "kernel", ("kernel", "memops")),
+        sdma_graphs=_env_int("MCR_SDMA_GRAPHS", 64),
     )

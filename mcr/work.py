@@ -173,6 +173,17 @@ class Work:
                 hook(self, dt)
         return True
 
+    def wait_issued(self) -> None:
+        """wait() for the caller that issued the op and is still on the stream it issued on
+        (a synchronous call): an op enqueued on that very stream (StreamDone) needs no stream
+        check. A torch NCCL work still does: it runs on NCCL's own stream."""
+        if type(self._torch) is StreamDone and not ON_COMPLETE and not self._done:
+            for fn in self._after:
+                fn()
+            self._done = True
+            return
+        self.wait()
+
     def _wait_torch_host(self, secs: float) -> None:
         try:
             self._torch.wait(timedelta(seconds=secs))

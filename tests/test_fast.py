@@ -32,6 +32,16 @@ def test_sdma_declines_by_key() -> None:
     assert be.decline(_key("all_gather", 64), g) == "ranks span 2 hosts"
 
 
+@pytest.mark.parametrize("raw,msg", [("-1", "0 or more"), ("many", "not an integer")])
+def test_sdma_graphs_env_is_checked(monkeypatch: pytest.MonkeyPatch, raw: str, msg: str) -> None:
+    """A bad MCR_SDMA_GRAPHS is refused by name at init, not silently replaced."""
+    monkeypatch.setenv("MCR_SDMA_GRAPHS", raw)
+    with pytest.raises(ValueError, match=f"MCR_SDMA_GRAPHS.*{msg}"):
+        from_env()
+    monkeypatch.setenv("MCR_SDMA_GRAPHS", "0")
+    assert from_env().sdma_graphs == 0
+
+
 def test_symm_declines_by_key() -> None:
     """symm serves small sum/avg all-reduces of bf16/fp32 only."""
     be = SymmBackend.__new__(SymmBackend)

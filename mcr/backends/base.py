@@ -36,10 +36,13 @@ class Backend(ABC):
                 f"group {group.ranks} has no {self.name} communicator"
         return self.decline_key(key)
 
-    def _stream_work(self, op: str, nbytes: int, g: Group) -> Work:
-        """Work of an op this backend enqueued on the caller's current stream."""
+    def _stream_work(self, op: str, nbytes: int, g: Group,
+                     stream: torch.cuda.Stream | None = None) -> Work:
+        """Work of an op this backend enqueued on the caller's current stream (pass it when
+        known: asking torch for it costs microseconds per call)."""
         return Work(op, self.name, nbytes, g.size,
-                    torch_work=StreamDone(torch.cuda.current_stream()), stream_ordered=True)
+                    torch_work=StreamDone(stream or torch.cuda.current_stream()),
+                    stream_ordered=True)
 
     @abstractmethod
     def decline_key(self, key: CallKey) -> str | None:

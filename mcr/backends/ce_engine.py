@@ -1,24 +1,31 @@
-"""Copy-engine collectives on CUDA: peer copies over NVLink, synchronized by stream memory ops.
+"""Copy-engine collectives on CUDA: peer copies over NVLink between symmetric buffers.
 
 Per group: a small symmetric flag buffer and a bounded symmetric transit buffer (two slots, so
-that the copies of round k+1 overlap the copy-out of round k). No SM kernel runs except the local
-reduction of reduce-scatter.
+that the copies of round k+1 overlap the copy-out of round k).
 
-One round, rank `me`, slot s (every rank runs the same rounds in the same order):
-  main stream M (the caller's): write READY[s][me]=token into each sender's flags (my slot s is
-      free), INPUT[s][p]=1 locally (my input is ready, for my push stream to peer p);
-  push stream S_p per peer: wait INPUT[s][p]==1, reset; wait READY[s][p]==token, reset;
-      cuMemcpyAsync my block -> p's slot s (or p's own symmetric buffer: zero-copy);
-      write DATA[s][me]=1 into p's flags, DONE[s][p]=1 into mine;
-  M: wait DATA[s][p]==1 and DONE[s][p]==1 for every peer, reset; copy out of the transit slot.
-The token is 1 for transit rounds and 2 + (byte offset / 16) for zero-copy rounds, so ranks that
-disagree on where the data goes wait (and time out) instead of writing to the wrong place.
+Schedule (NOTES.md issue 3, v5): each rank pushes its blocks one peer after the other, in the
+rotated order me+1, me+2, ..., on one stream. Started together, the ranks then form a
+permutation at every moment: each GPU sends to one peer and receives from one, which runs the
+copy engines at ~380 GB/s; the same pushes issued concurrently on one stream per peer reached
+~220 GB/s.
+
+One round, rank `me`, slot s (every rank runs the same rounds in the same order; a call's
+rounds use slots 0, 1, 0, ... so graph replays and direct issue agree):
+  kernel sync (default): barrier kernel on channel s (every rank entered: inputs ready,
+      destinations free); pushes; after them the caller's stream runs the barrier again
+      (every push into me has landed).
+  memops sync (no SM use): write READY[s][me]=token into each sender's flags; wait READY[s][p]
+      from each destination; pushes; write DATA[s][me]=1 into each destination; wait DATA from
+      each sender. The token is 1 for transit rounds and 2 + (byte offset / 16) for zero-copy
+      rounds, so ranks that disagree on where the data goes wait instead of writing elsewhere.
+A single-round call runs all of it on the caller's stream; a chunked call pushes on a side
+stream so that its copy-outs overlap the next round's pushes.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +33,7 @@ import torch.distributed as tdist
 
 from ..errors import CallError
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
+from .graphs import GraphCache
 
 _SLOTS = 2
 
@@ -73,10 +81,10 @@ def rendezvous(t: torch.Tensor, pg: tdist.ProcessGroup) -> object:
 
 
 class CeGroup:
-    """Copy-engine state of one group on this rank: flags, transit buffer, push streams."""
+    """Copy-engine state of one group on this rank: flags, transit buffer, push stream."""
 
     def __init__(self, pg: tdist.ProcessGroup, max_block: int, drv: Driver,
-                 sync: str = "kernel") -> None:
+                 sync: str = "kernel", graphs: int = 0) -> None:
         self.pg = pg
         self.n = pg.size()
         self.me = pg.rank()
@@ -84,38 +92,38 @@ class CeGroup:
         self.dev = torch.device("cuda", torch.cuda.current_device())
         self.max_block = max_block          # per-rank bytes per round and slot
         n = self.n
-        self.flags = symm_empty(4 * 8 * n, self.dev).view(torch.int32)
+        self.flags = symm_empty(4 * 2 * _SLOTS * n, self.dev).view(torch.int32)
         self.flags.zero_()
         hdl = rendezvous(self.flags, pg)
         self.fhdl = hdl
         self.fptr = list(hdl.buffer_ptrs)   # every rank's flags, as mapped here
-        self.sync = sync                    # "kernel" | "memops" (see README, NOTES.md v2)
+        self.sync = sync                    # "kernel" | "memops" (README, NOTES.md v2/v5)
         self.ev_in = torch.cuda.Event()
-        self.ev = {p: torch.cuda.Event() for p in range(self.n) if p != self.me}
+        self.ev_out = [torch.cuda.Event() for _ in range(_SLOTS)]
         torch.cuda.synchronize()
         tdist.barrier(group=pg, device_ids=[self.dev.index])
         torch.cuda.synchronize()
-        # Rotated order (me+1, me+2, ...): at each moment every GPU receives from a different
-        # sender; in rank order all ranks would first write into rank 0 (NOTES.md v3).
+        # Rotated order: at each moment every GPU receives from a different sender.
         self.peers = [(self.me + i) % n for i in range(1, n)]
-        self.streams = {p: torch.cuda.Stream(self.dev) for p in self.peers}
-        self.sh = {p: s.cuda_stream for p, s in self.streams.items()}
+        self.push = torch.cuda.Stream(self.dev)
         self.transit: torch.Tensor | None = None
         self.tptr: list[int] = []
         self.slot_bytes = 0
-        self.round = 0
         self.last_stream: torch.cuda.Stream | None = None
         self._ops: dict[tuple, MemOps] = {}
         self.symm: list[SymmBuffer] = []
+        self.graphs = GraphCache(graphs, self.dev)
 
     # -- flag addresses (word index -> byte address in rank r's flags) --------------------
     def _f(self, r: int, kind: int, s: int, p: int) -> int:
-        """kind 0 READY, 1 DATA, 2 INPUT, 3 DONE; slot s; peer p."""
+        """kind 0 READY, 1 DATA; slot s; peer p."""
         return self.fptr[r] + 4 * ((kind * _SLOTS + s) * self.n + p)
 
     def _memops(self, key: tuple, build: Callable[[], list[tuple[int, int, int]]]) -> MemOps:
         ops = self._ops.get(key)
         if ops is None:
+            if len(self._ops) >= 1024:
+                self._ops.clear()   # keys carry zero-copy offsets: bound what they can grow to
             ops = self._ops[key] = MemOps(build())
         return ops
 
@@ -126,6 +134,7 @@ class CeGroup:
         if need <= self.slot_bytes:
             return
         torch.cuda.synchronize()  # the old buffer may still be read by copies in flight
+        self.graphs.clear()       # graphs name the old buffer's addresses
         t = symm_empty(_SLOTS * self.n * need, self.dev)
         hdl = rendezvous(t, self.pg)
         self.transit, self.tptr, self.slot_bytes = t, list(hdl.buffer_ptrs), need
@@ -146,71 +155,68 @@ class CeGroup:
                 return b, lo - b.base
         return None
 
-    # -- one round -------------------------------------------------------------------------
-    def start(self, sends: list[Send], recv_from: list[int], token: int, zero_copy: bool
-              ) -> tuple[int, list[Send], list[int]]:
-        """Enqueue READY/INPUT on the caller's stream and the pushes on the push streams."""
+    # -- one call --------------------------------------------------------------------------
+    def launch(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None]) -> None:
+        """Run issue(m) on the caller's stream m, or its captured graph (see graphs.py)."""
         m = torch.cuda.current_stream(self.dev)
-        if self.last_stream is not None and self.last_stream != m:
+        if self.last_stream is not None and self.last_stream != m \
+                and not torch.cuda.is_current_stream_capturing():
             # The transit slots were last read by copy-outs on another stream.
             m.wait_stream(self.last_stream)
         self.last_stream = m
-        mh = m.cuda_stream
-        s = self.round % _SLOTS
-        self.round += 1
+        self.graphs.run(key, issue, m)
+
+    # -- one round -------------------------------------------------------------------------
+    def start(self, m: torch.cuda.Stream, s: int, sends: list[Send], recv_from: list[int],
+              token: int, zero_copy: bool, side: bool) -> Round:
+        """Enqueue the entry sync and the pushes (on m, the current stream, or on the push
+        stream when side)."""
         me, drv, f = self.me, self.drv, self._f
+        mh = m.cuda_stream
+        dests = tuple(x.peer for x in sends)
         if self.sync == "kernel":
-            return self._start_kernel(m, s, sends, zero_copy)
-        peers = tuple(p.peer for p in sends)
-        ops = self._memops(("start", s, token, tuple(recv_from), peers), lambda: (
-            [(OP_WRITE32, f(p, 0, s, me), token) for p in recv_from]
-            + [(OP_WRITE32, f(me, 2, s, p), 1) for p in peers]))
-        drv.batch(mh, ops)
+            self.fhdl.barrier(channel=s)   # launches on the current stream, which is m
+        else:
+            drv.batch(mh, self._memops(("ready", s, token, tuple(recv_from)), lambda: [
+                (OP_WRITE32, f(p, 0, s, me), token) for p in recv_from]))
+        ps = m
+        if side:
+            ps = self.push
+            self.ev_in.record(m)
+            ps.wait_event(self.ev_in)
+        sh = ps.cuda_stream
+        if self.sync == "memops" and dests:
+            drv.batch(sh, self._memops(("wait", s, token, dests), lambda: [
+                x for p in dests for x in ((OP_WAIT32, f(me, 0, s, p), token),
+                                           (OP_WRITE32, f(me, 0, s, p), 0))]))
         base = 0 if zero_copy else self.slot_base(s)
         for snd in sends:
-            p, sh = snd.peer, self.sh[snd.peer]
-            drv.batch(sh, self._memops(("pre", s, p, token), lambda p=p: [
-                (OP_WAIT32, f(me, 2, s, p), 1), (OP_WRITE32, f(me, 2, s, p), 0),
-                (OP_WAIT32, f(me, 0, s, p), token), (OP_WRITE32, f(me, 0, s, p), 0)]))
-            dst = snd.dst if zero_copy else self.tptr[p] + base + snd.dst
-            drv.memcpy(dst, snd.src, snd.nbytes, sh)
-            drv.batch(sh, self._memops(("post", s, p), lambda p=p: [
-                (OP_WRITE32, f(p, 1, s, me), 1), (OP_WRITE32, f(me, 3, s, p), 1)]))
-        return s, sends, recv_from
-
-    def _start_kernel(self, m: torch.cuda.Stream, s: int, sends: list[Send], zero_copy: bool
-                      ) -> tuple[int, list[Send], list[int]]:
-        """Kernel sync: a one-block barrier kernel on the caller's stream says every rank has
-        entered (destinations free, inputs ready); pushes wait on it through an event."""
-        self.fhdl.barrier(channel=s)
-        self.ev_in.record(m)
-        base = 0 if zero_copy else self.slot_base(s)
-        for snd in sends:
-            st = self.streams[snd.peer]
-            st.wait_event(self.ev_in)
             dst = snd.dst if zero_copy else self.tptr[snd.peer] + base + snd.dst
-            self.drv.memcpy(dst, snd.src, snd.nbytes, st.cuda_stream)
-            self.ev[snd.peer].record(st)
-        return s, sends, []
+            drv.memcpy(dst, snd.src, snd.nbytes, sh)
+        if side:
+            if self.sync == "memops":
+                drv.batch(sh, self._data_ops(s, dests, ()))
+            self.ev_out[s].record(ps)
+        return Round(s, dests, tuple(recv_from), side)
 
-    def finish(self, handle: tuple[int, list[Send], list[int]]) -> int:
-        """Caller's stream waits for every arrival and for its own pushes; returns slot base."""
-        s, sends, recv_from = handle
-        if self.sync == "kernel":
-            m = torch.cuda.current_stream(self.dev)
-            for snd in sends:
-                m.wait_event(self.ev[snd.peer])
-            # Every rank reaches this barrier after its own pushes: all pushes into me are done.
-            self.fhdl.barrier(channel=s)
-            return self.slot_base(s)
+    def _data_ops(self, s: int, dests: tuple[int, ...], senders: tuple[int, ...]) -> MemOps:
         me, f = self.me, self._f
-        peers = tuple(p.peer for p in sends)
-        ops = self._memops(("fin", s, tuple(recv_from), peers), lambda: (
-            [x for p in recv_from for x in ((OP_WAIT32, f(me, 1, s, p), 1),
-                                            (OP_WRITE32, f(me, 1, s, p), 0))]
-            + [x for p in peers for x in ((OP_WAIT32, f(me, 3, s, p), 1),
-                                          (OP_WRITE32, f(me, 3, s, p), 0))]))
-        self.drv.batch(torch.cuda.current_stream(self.dev).cuda_stream, ops)
+        return self._memops(("data", s, dests, senders), lambda: (
+            [(OP_WRITE32, f(p, 1, s, me), 1) for p in dests]
+            + [x for p in senders for x in ((OP_WAIT32, f(me, 1, s, p), 1),
+                                            (OP_WRITE32, f(me, 1, s, p), 0))]))
+
+    def finish(self, m: torch.cuda.Stream, rnd: Round) -> int:
+        """m waits for my pushes and for every arrival into me; returns the slot's base."""
+        s = rnd.slot
+        if rnd.side:
+            m.wait_event(self.ev_out[s])
+        if self.sync == "kernel":
+            # Every rank reaches this barrier after its own pushes: all pushes into me landed.
+            self.fhdl.barrier(channel=s)
+        else:
+            dests = () if rnd.side else rnd.dests
+            self.drv.batch(m.cuda_stream, self._data_ops(s, dests, rnd.senders))
         return self.slot_base(s)
 
     def slot_base(self, s: int) -> int:
@@ -221,10 +227,20 @@ class CeGroup:
         """Local address of peer p's block in my transit slot starting at byte base."""
         return self.transit.data_ptr() + base + p * block
 
-    def local_copy(self, dst: int, src: int, nbytes: int) -> None:
-        """Copy on the caller's stream (copy engine or driver's choice)."""
+    def local_copy(self, m: torch.cuda.Stream, dst: int, src: int, nbytes: int) -> None:
+        """Copy on stream m (copy engine or driver's choice)."""
         if dst != src:
-            self.drv.memcpy(dst, src, nbytes, torch.cuda.current_stream(self.dev).cuda_stream)
+            self.drv.memcpy(dst, src, nbytes, m.cuda_stream)
+
+
+@dataclass
+class Round:
+    """What finish() needs of a started round."""
+
+    slot: int
+    dests: tuple[int, ...]
+    senders: tuple[int, ...]
+    side: bool
 
 
 def rounds(nbytes: int, cap: int) -> list[tuple[int, int]]:
@@ -241,5 +257,5 @@ def check_token_room(offset: int) -> None:
                         f"multiple of 16 bytes, got {offset}")
 
 
-__all__ = ["CeGroup", "Send", "SymmBuffer", "_zero_copy_token", "rounds",
+__all__ = ["CeGroup", "Round", "Send", "SymmBuffer", "_zero_copy_token", "rounds",
            "symm_empty"]

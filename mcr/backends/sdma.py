@@ -90,7 +90,8 @@ class SdmaBackend(Backend):
             else:
                 from .cudadrv import Driver
                 self._drv = self._drv or Driver()
-                st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync)
+                st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync,
+                             int(self.cfg.sdma_graphs))
             self._groups[g.id] = st
         return st
 
@@ -109,7 +110,10 @@ class SdmaBackend(Backend):
             check_token_room(hit[1])
         return hit
 
-    # -- ops ---------------------------------------------------------------------------------
+    # -- ops ----------------------------------------------------------------------------
+    # Each op builds the key of its call (what the enqueued work depends on: addresses, sizes,
+    # root, dtype, reduce op) and an issue(m) that enqueues it on stream m; CeGroup.launch
+    # issues it or replays its captured graph.
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
         """out <- every rank's inp; straight into peers' buffers when out is symmetric."""
         st = self._state(g)
@@ -118,9 +122,9 @@ class SdmaBackend(Backend):
             return self._stream_work("all_gather", out.numel() * out.element_size(), g)
         b = inp.numel() * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
-        self._exchange(st, b, lambda p, o: src + o, dst, lambda p: dst + p * b,
-                       own=(dst + st.me * b, src), zc=self._zc(st, out))
-        return self._stream_work("all_gather", b * g.size, g)
+        self._exchange(st, ("ag", src, dst, b), b, lambda p, o: src + o, dst,
+                       lambda p: dst + p * b, own=(dst + st.me * b, src), zc=self._zc(st, out))
+        return self._stream_work("all_gather", b * g.size, g, st.last_stream)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
                    in_counts: list[int], g: Group) -> Work:
@@ -131,78 +135,103 @@ class SdmaBackend(Backend):
             return self._stream_work("all_to_all", inp.numel() * inp.element_size(), g)
         b = in_counts[0] * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
-        self._exchange(st, b, lambda p, o: src + p * b + o, dst, lambda p: dst + p * b,
-                       own=(dst + st.me * b, src + st.me * b), zc=self._zc(st, out))
-        return self._stream_work("all_to_all", b * g.size, g)
+        self._exchange(st, ("a2a", src, dst, b), b, lambda p, o: src + p * b + o, dst,
+                       lambda p: dst + p * b, own=(dst + st.me * b, src + st.me * b),
+                       zc=self._zc(st, out))
+        return self._stream_work("all_to_all", b * g.size, g, st.last_stream)
 
-    def _exchange(self, st: CeGroup, b: int, src_of: Any, dst: int, out_of: Any,
+    def _exchange(self, st: CeGroup, key: tuple, b: int, src_of: Any, dst: int, out_of: Any,
                   own: tuple[int, int], zc: tuple[Any, int] | None) -> None:
         """Every rank sends block (p, offset) to every p; block p lands at out_of(p)."""
         peers = st.peers
         if zc is not None:
             buf, off = zc
             mine = off + (own[0] - dst)   # my block's offset in the symmetric buffer
-            sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
-            h = st.start(sends, peers, _zero_copy_token(off), True)
-            st.local_copy(*own, b)
-            st.finish(h)
-            return
-        st.ensure_transit(b)
-        prev = None
-        for o, ln in rounds(b, st.slot_bytes):
-            sends = [Send(p, src_of(p, o), st.me * ln, ln) for p in peers]
-            h = st.start(sends, peers, 1, False)
-            if prev is not None:
-                self._copy_out(st, *prev, b, out_of)
-            prev = (h, o, ln)
-        st.local_copy(*own, b)
-        self._copy_out(st, *prev, b, out_of)
+            token = _zero_copy_token(off)
 
-    def _copy_out(self, st: CeGroup, h: Any, o: int, ln: int, b: int, out_of: Any) -> None:
-        base = st.finish(h)
+            def issue_zc(m: torch.cuda.Stream) -> None:
+                sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
+                h = st.start(m, 0, sends, peers, token, True, False)
+                st.local_copy(m, *own, b)
+                st.finish(m, h)
+            st.launch(key + ("zc",), issue_zc)
+            return
+        me = st.me
+
+        def at_start(m: torch.cuda.Stream, h: Any, o: int, ln: int) -> None:
+            if o == 0:
+                st.local_copy(m, *own, b)   # my own block, while the first pushes run
+        self._staged(st, key, b, lambda o, ln: [Send(p, src_of(p, o), me * ln, ln)
+                                                for p in peers], peers,
+                     lambda m, h, o, ln: self._copy_out(st, m, h, o, ln, b, out_of), at_start)
+
+    @staticmethod
+    def _staged(st: CeGroup, key: tuple, b: int, sends_of: Any, recv: list[int],
+                drain: Any, at_start: Any = None) -> None:
+        """Rounds of at most one transit slot each; drain(m, round, offset, length) of round k
+        is enqueued after round k+1's pushes, so the two overlap when there are several."""
+        st.ensure_transit(b)
+        pieces = rounds(b, st.slot_bytes)
+        side = len(pieces) > 1
+
+        def issue(m: torch.cuda.Stream) -> None:
+            prev = None
+            for i, (o, ln) in enumerate(pieces):
+                h = st.start(m, i % 2, sends_of(o, ln), recv, 1, False, side)
+                if at_start is not None:
+                    at_start(m, h, o, ln)
+                if prev is not None:
+                    drain(m, *prev)
+                prev = (h, o, ln)
+            drain(m, *prev)
+        st.launch(key + (st.slot_bytes,), issue)
+
+    def _copy_out(self, st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int, b: int,
+                  out_of: Any) -> None:
+        base = st.finish(m, h)
         me, n = st.me, st.n
         if ln == b and out_of(1) - out_of(0) == b:
             # Whole blocks, laid out like the output: two copies around my own block.
             if me > 0:
-                st.local_copy(out_of(0), st.slot_ptr(base, ln, 0), me * b)
+                st.local_copy(m, out_of(0), st.slot_ptr(base, ln, 0), me * b)
             if me < n - 1:
-                st.local_copy(out_of(me + 1), st.slot_ptr(base, ln, me + 1), (n - 1 - me) * b)
+                st.local_copy(m, out_of(me + 1), st.slot_ptr(base, ln, me + 1),
+                              (n - 1 - me) * b)
             return
         for p in range(n):
             if p != me:
-                st.local_copy(out_of(p) + o, st.slot_ptr(base, ln, p), ln)
+                st.local_copy(m, out_of(p) + o, st.slot_ptr(base, ln, p), ln)
 
     def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
-        """Root pushes t to every peer on its own copy engine stream."""
+        """Root pushes t to every peer, one after the other."""
         st = self._state(g)
         b = t.numel() * t.element_size()
         ptr = t.data_ptr()
         zc = self._zc(st, t)
         is_root = st.me == root
-        peers = [p for p in range(st.n) if p != root] if is_root else []
+        # Rotated from the root, like the other ops' pushes.
+        peers = list(st.peers) if is_root else []
         recv = [] if is_root else [root]
         if zc is not None:
             buf, off = zc
-            h = st.start([Send(p, ptr, buf.ptrs[p] + off, b) for p in peers], recv,
-                         _zero_copy_token(off), True)
-            st.finish(h)
-            return self._stream_work("broadcast", b, g)
-        st.ensure_transit(b)
-        prev = None
-        for o, ln in rounds(b, st.slot_bytes):
-            h = st.start([Send(p, ptr + o, root * ln, ln) for p in peers], recv, 1, False)
-            if prev is not None:
-                self._bcast_out(st, *prev, ptr, root, is_root)
-            prev = (h, o, ln)
-        self._bcast_out(st, *prev, ptr, root, is_root)
-        return self._stream_work("broadcast", b, g)
+            token = _zero_copy_token(off)
+
+            def issue_zc(m: torch.cuda.Stream) -> None:
+                sends = [Send(p, ptr, buf.ptrs[p] + off, b) for p in peers]
+                st.finish(m, st.start(m, 0, sends, recv, token, True, False))
+            st.launch(("bc", ptr, b, root, "zc"), issue_zc)
+            return self._stream_work("broadcast", b, g, st.last_stream)
+        self._staged(st, ("bc", ptr, b, root), b,
+                     lambda o, ln: [Send(p, ptr + o, root * ln, ln) for p in peers], recv,
+                     lambda m, h, o, ln: self._bcast_out(st, m, h, o, ln, ptr, root, is_root))
+        return self._stream_work("broadcast", b, g, st.last_stream)
 
     @staticmethod
-    def _bcast_out(st: CeGroup, h: Any, o: int, ln: int, ptr: int, root: int,
-                   is_root: bool) -> None:
-        base = st.finish(h)
+    def _bcast_out(st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int, ptr: int,
+                   root: int, is_root: bool) -> None:
+        base = st.finish(m, h)
         if not is_root:
-            st.local_copy(ptr + o, st.slot_ptr(base, ln, root), ln)
+            st.local_copy(m, ptr + o, st.slot_ptr(base, ln, root), ln)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
         """Copy-engine all-to-all of the blocks into the transit slot, then one reduction."""
@@ -211,24 +240,21 @@ class SdmaBackend(Backend):
         b = out.numel() * es
         src = inp.data_ptr()
         peers = st.peers
-        st.ensure_transit(b)
         flat_out = out.view(-1)
-        prev = None
-        for o, ln in rounds(b, st.slot_bytes):
-            h = st.start([Send(p, src + p * b + o, st.me * ln, ln) for p in peers], peers, 1,
-                         False)
-            base = st.slot_base(h[0])
-            st.local_copy(st.slot_ptr(base, ln, st.me), src + st.me * b + o, ln)
-            if prev is not None:
-                self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
-            prev = (h, o, ln)
-        self._reduce_out(st, *prev, inp.dtype, redop, flat_out)
-        return self._stream_work("reduce_scatter", b * g.size, g)
+        me = st.me
+
+        def own_block(m: torch.cuda.Stream, h: Any, o: int, ln: int) -> None:
+            st.local_copy(m, st.slot_ptr(st.slot_base(h.slot), ln, me), src + me * b + o, ln)
+        self._staged(st, ("rs", src, out.data_ptr(), b, inp.dtype, redop), b,
+                     lambda o, ln: [Send(p, src + p * b + o, me * ln, ln) for p in peers], peers,
+                     lambda m, h, o, ln: self._reduce_out(st, m, h, o, ln, inp.dtype, redop,
+                                                          flat_out), own_block)
+        return self._stream_work("reduce_scatter", b * g.size, g, st.last_stream)
 
     @staticmethod
-    def _reduce_out(st: CeGroup, h: Any, o: int, ln: int, dtype: torch.dtype, redop: Any,
-                    flat_out: torch.Tensor) -> None:
-        base = st.finish(h)
+    def _reduce_out(st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int,
+                    dtype: torch.dtype, redop: Any, flat_out: torch.Tensor) -> None:
+        base = st.finish(m, h)
         es = flat_out.element_size()
         blocks = st.transit[base:base + st.n * ln].view(dtype).view(st.n, ln // es)
         _reduce_blocks(blocks, redop, flat_out[o // es:(o + ln) // es])

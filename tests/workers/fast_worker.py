@@ -159,6 +159,55 @@ def t_all_reduce(be: str, dtype: torch.dtype, numel: int, g=None, offset: int = 
                   y[offset:], ref[offset:], tol)
 
 
+def t_repeat(numel: int, iters: int = 4) -> None:
+    """The same buffers again and again with new data (sdma captures and replays CUDA graphs
+    from the second call on), once on a side stream, each result against NCCL."""
+    side = torch.cuda.Stream(DEV)
+    x = torch.empty(numel, dtype=torch.bfloat16, device=DEV)
+    xa = torch.empty(numel * N, dtype=torch.float32, device=DEV)
+    out = torch.empty(numel * N, dtype=torch.bfloat16, device=DEV)
+    zc = dist.symmetric_empty(numel * N, dtype=torch.bfloat16, backend="sdma")
+    a2a = torch.empty_like(xa)
+    rs = torch.empty(numel, dtype=torch.float32, device=DEV)
+    bc = torch.empty(numel, dtype=torch.int32, device=DEV)
+    for it in range(iters):
+        s = salt()
+        x.copy_(data(numel, torch.bfloat16, s, ME, True))
+        xa.copy_(data(numel * N, torch.float32, s, ME, True))
+        ref = torch.empty_like(out)
+        dist.all_gather_into_tensor(ref, x, backend="nccl")
+        ra = torch.empty_like(xa)
+        dist.all_to_all_single(ra, xa, backend="nccl")
+        rr = torch.empty_like(rs)
+        dist.reduce_scatter_tensor(rr, xa, backend="nccl")
+        want_bc = data(numel, torch.int32, s, it % N, True)
+        bc.copy_(want_bc if ME == it % N else torch.zeros_like(want_bc))
+        zc[ME * numel:(ME + 1) * numel].copy_(x)
+        stream = side if it == 2 else torch.cuda.current_stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            dist.all_gather_into_tensor(out, x, backend="sdma")
+            dist.all_gather_into_tensor(zc, zc[ME * numel:(ME + 1) * numel], backend="sdma")
+            dist.all_to_all_single(a2a, xa, backend="sdma")
+            dist.reduce_scatter_tensor(rs, xa, backend="sdma")
+            dist.broadcast(bc, it % N, backend="sdma")
+        torch.cuda.current_stream().wait_stream(stream)
+        tag = f"sdma repeat #{it} n={numel}"
+        check(tag + " all_gather", out, ref)
+        check(tag + " all_gather zero-copy in-place", zc, ref)
+        check(tag + " all_to_all", a2a, ra)
+        check(tag + " reduce_scatter", rs, rr)
+        check(tag + " broadcast", bc, want_bc)
+
+
+def graph_replays() -> int:
+    """How many sdma calls this rank replayed from captured graphs."""
+    from mcr import runtime
+    be = runtime.get().backends.get("sdma")
+    return sum(getattr(g, "graphs", None).replays for g in be._groups.values()
+               if getattr(g, "graphs", None) is not None) if be else 0
+
+
 def t_mixed(ops: int) -> None:
     """Interleaved async ops on nccl, sdma, symm, nccl_ce with shuffled waits."""
     rng = random.Random(1234)  # same sequence on every rank
@@ -225,6 +274,11 @@ def main() -> None:
             t_all_gather("sdma", torch.bfloat16, n, symm_out=True)
             t_all_to_all("sdma", torch.bfloat16, n, symm_out=True)
             t_broadcast("sdma", torch.bfloat16, n, symm=True)
+        before = graph_replays()
+        for n in (3, 4096, (1 << 20) + 5):
+            t_repeat(n)
+        if os.environ.get("MCR_SDMA_GRAPHS", "64") != "0" and graph_replays() == before:
+            raise AssertionError("sdma repeat: no call was replayed from a CUDA graph")
     if "nccl_ce" in AVAIL:
         for dt in exact_dtypes:
             for n in (1, 3, 65537, (1 << 20) + 3) + (() if args.quick else (16 << 20,)):

@@ -1,0 +1,88 @@
+"""Replaying a stream-ordered call from a CUDA graph instead of issuing it again.
+
+On the lent H200 host every driver call costs ~7-8 us (NOTES.md issue 3, v2), so a copy-engine
+all-gather issued call by call spends ~70 us of host time where its GPU work at small sizes
+takes ~25 us. A call whose key (op, addresses, sizes) repeats, as it does every step of a
+training loop, is captured once and then replayed with one launch. A key is captured on its
+second sighting, so buffers used once never pay for a capture.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import torch
+
+
+class GraphCache:
+    """At most `capacity` captured calls, least recently used dropped first."""
+
+    def __init__(self, capacity: int, device: torch.device) -> None:
+        self.capacity = capacity
+        self.device = device
+        self.graphs: OrderedDict[Hashable, torch.cuda.CUDAGraph] = OrderedDict()
+        self.seen: OrderedDict[Hashable, None] = OrderedDict()
+        self.stream: torch.cuda.Stream | None = None
+        self.captures = 0
+        self.replays = 0
+
+    def run(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None],
+            stream: torch.cuda.Stream) -> None:
+        """Enqueue the call on `stream` (the current one): replayed if captured, captured on a
+        second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
+        join back to s every side stream it forks, without host synchronization."""
+        if key is None or self.capacity <= 0 or torch.cuda.is_current_stream_capturing():
+            issue(stream)
+            return
+        g = self.graphs.get(key)
+        if g is None:
+            if key not in self.seen:
+                self.seen[key] = None
+                if len(self.seen) > 4 * self.capacity:
+                    self.seen.popitem(last=False)
+                issue(stream)
+                return
+            del self.seen[key]
+            try:
+                g = self._capture(issue)
+            except RuntimeError as e:
+                # Same work on the device either way: go on without graphs on this rank.
+                warnings.warn(f"mcr: CUDA graph capture failed, issuing calls directly from "
+                              f"now on: {e}", RuntimeWarning, stacklevel=3)
+                self.capacity = 0
+                self.clear()
+                issue(stream)
+                return
+            self.graphs[key] = g
+            if len(self.graphs) > self.capacity:
+                self.graphs.popitem(last=False)
+        else:
+            self.graphs.move_to_end(key)
+        g.replay()  # on the current stream, which is `stream`
+        self.replays += 1
+
+    def _capture(self, issue: Callable[[torch.cuda.Stream], None]) -> torch.cuda.CUDAGraph:
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(self.device)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(self.stream):
+            # thread_local: torch's NCCL watchdog thread may query events meanwhile.
+            g.capture_begin(capture_error_mode="thread_local")
+            try:
+                issue(self.stream)
+            except BaseException:
+                try:
+                    g.capture_end()
+                except RuntimeError:
+                    pass  # the capture is already invalid; the first error is the one to see
+                raise
+            g.capture_end()
+        self.captures += 1
+        return g
+
+    def clear(self) -> None:
+        """Forget every graph (the buffers they name are about to change)."""
+        self.graphs.clear()
+        self.seen.clear()
