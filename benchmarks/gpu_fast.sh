@@ -2,7 +2,8 @@
 # GPU session for the fast paths (issue 3): correctness against NCCL, then OSU sweeps and the
 # overlap benchmark, side by side with NCCL. Run from the repo root on the lent machine; logs go
 # to $OUT (or ./gpu_out). PART=test|bench|all (default all), or final: the test at 4 GPUs, the
-# issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change.
+# issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change;
+# overlap: the overlap benchmark alone, under both sync modes.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -38,7 +39,12 @@ MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma step fast_x2_chunked 100 \
 TAILN=6 step overlap_kernel 80 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 9 --csv $OUT/overlap.csv
 MCR_SDMA_SYNC=memops TAILN=6 step overlap_memops 80 $MPI -x MCR_SDMA_SYNC python3 -m benchmarks.overlap --backend sdma+symm --reps 9 --csv $OUT/overlap.csv
 fi
-if [ "$PART" != bench ] && [ "$PART" != final ] && [ "$PART" != check ]; then
+if [ "$PART" = overlap ]; then
+# The overlap benchmark with paired repetitions, both sync modes.
+TAILN=6 step overlap_kernel 90 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 15 --csv $OUT/overlap.csv
+MCR_SDMA_SYNC=memops TAILN=6 step overlap_memops 90 $MPI -x MCR_SDMA_SYNC python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 15 --csv $OUT/overlap_memops.csv
+fi
+if [ "$PART" = test ] || [ "$PART" = all ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB
 MCR_SDMA_SYNC=memops step fast_x${N}_memops 200 $MPI -x MCR_SDMA_SYNC python3 tests/workers/fast_worker.py --quick
 MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma step fast_x2_chunked 200 \

@@ -2,7 +2,8 @@
 
 20 bf16 8192^3 GEMMs on the main stream and, at the same time, 10 all-gathers of 256 MiB output
 on a side stream. Reports per backend: GEMM slowdown against GEMMs alone, communication time under
-overlap against communication alone, and the whole window; medians over --reps repetitions.
+overlap against communication alone, and the whole window; medians over --reps repetitions,
+each pairing GEMMs alone with GEMMs beside every backend's all-gathers.
 Run under mpirun/torchrun on the GPUs of one node.
 """
 
@@ -82,19 +83,7 @@ def main() -> None:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, backend="gloo")
         return float(t[0])
 
-    window(None)
-    alone = [window(None)[0] for _ in range(args.reps)]
-    g0 = statistics.median(alone)
-    rows = []
-    if rank == 0:
-        print(f"# overlap: {args.gemms} x bf16 {args.gemm}^3 GEMM with {args.gathers} x "
-              f"{args.size} all-gathers, {n} x {torch.cuda.get_device_name()}, "
-              f"{datetime.datetime.now().isoformat(timespec='seconds')}")
-        print(f"# command: {' '.join(sys.argv)}")
-        print(f"# GEMM alone {g0:.2f} ms (median of {args.reps}; p10-p90 "
-              f"{min(alone):.2f}-{max(alone):.2f})")
-        print(f"# {'backend':>12} {'gemm ms':>9} {'slowdown':>9} {'comm ms':>9} {'alone ms':>9}"
-              f" {'stretch':>8} {'window ms':>10}")
+    comms = {}
     for spec in args.backend.split(","):
         name, _, mode = spec.partition("+")
         out = (dist.symmetric_empty(per * n, dtype=torch.bfloat16, backend=name)
@@ -106,21 +95,47 @@ def main() -> None:
 
         def comm(out: torch.Tensor = out, src: torch.Tensor = src, name: str = name) -> None:
             dist.all_gather_into_tensor(out, src, backend=name)
-
         comm_alone(comm)
-        alone_c = statistics.median(comm_alone(comm) for _ in range(args.reps))
+        comms[spec] = (comm, statistics.median(comm_alone(comm) for _ in range(args.reps)))
+    # Paired repetitions: GEMMs alone, then with each backend's all-gathers, back to back, so
+    # slow drifts of the GPU's clock hit both sides of each ratio alike.
+    window(None)
+    for comm, _ in comms.values():
         window(comm)
-        res = [window(comm) for _ in range(args.reps)]
-        g = statistics.median(r[0] for r in res)
-        c = statistics.median(r[1] for r in res)
-        w = statistics.median(r[2] for r in res)
-        row = {"backend": spec, "gemm_ms": g, "gemm_alone_ms": g0, "slowdown_pct":
-               (g / g0 - 1) * 100, "comm_ms": c, "comm_alone_ms": alone_c,
+    alone: list[float] = []
+    res: dict[str, list[tuple[float, float, float]]] = {spec: [] for spec in comms}
+    for _ in range(args.reps):
+        alone.append(window(None)[0])
+        for spec, (comm, _) in comms.items():
+            res[spec].append(window(comm))
+    g0 = statistics.median(alone)
+    rows = []
+    if rank == 0:
+        print(f"# overlap: {args.gemms} x bf16 {args.gemm}^3 GEMM with {args.gathers} x "
+              f"{args.size} all-gathers, {n} x {torch.cuda.get_device_name()}, "
+              f"{datetime.datetime.now().isoformat(timespec='seconds')}")
+        print(f"# command: {' '.join(sys.argv)}")
+        print(f"# GEMM alone {g0:.2f} ms (median of {args.reps}; min-max "
+              f"{min(alone):.2f}-{max(alone):.2f}); slowdown = median over paired reps of "
+              f"(GEMMs with comm / GEMMs alone just before) - 1")
+        print(f"# {'backend':>12} {'gemm ms':>9} {'slowdown':>9} {'p10-p90':>13} {'comm ms':>9}"
+              f" {'alone ms':>9} {'stretch':>8} {'window ms':>10}")
+    for spec, (_, alone_c) in comms.items():
+        rs = res[spec]
+        slow = [(r[0] / a - 1) * 100 for r, a in zip(rs, alone)]
+        q = statistics.quantiles(slow, n=10) if len(slow) >= 2 else [slow[0]] * 9
+        g = statistics.median(r[0] for r in rs)
+        c = statistics.median(r[1] for r in rs)
+        w = statistics.median(r[2] for r in rs)
+        row = {"backend": spec, "gemm_ms": g, "gemm_alone_ms": g0,
+               "slowdown_pct": statistics.median(slow), "slowdown_p10": q[0],
+               "slowdown_p90": q[-1], "comm_ms": c, "comm_alone_ms": alone_c,
                "stretch": c / alone_c, "window_ms": w, "reps": args.reps}
         rows.append(row)
         if rank == 0:
-            print(f"  {spec:>12} {g:>9.2f} {row['slowdown_pct']:>8.1f}% {c:>9.2f} "
-                  f"{alone_c:>9.2f} {row['stretch']:>8.2f} {w:>10.2f}", flush=True)
+            print(f"  {spec:>12} {g:>9.2f} {row['slowdown_pct']:>8.1f}% "
+                  f"{q[0]:>6.1f}-{q[-1]:<5.1f}% {c:>9.2f} {alone_c:>9.2f} "
+                  f"{row['stretch']:>8.2f} {w:>10.2f}", flush=True)
     if rank == 0 and args.csv:
         with open(args.csv, "a", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=list(rows[0]))
