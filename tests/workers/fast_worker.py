@@ -204,8 +204,7 @@ def graph_replays() -> int:
     """How many sdma calls this rank replayed from captured graphs."""
     from mcr import runtime
     be = runtime.get().backends.get("sdma")
-    return sum(getattr(g, "graphs", None).replays for g in be._groups.values()
-               if getattr(g, "graphs", None) is not None) if be else 0
+    return sum(g.graphs.replays for g in be._groups.values() if hasattr(g, "graphs")) if be else 0
 
 
 def t_mixed(ops: int) -> None:
