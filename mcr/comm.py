@@ -178,12 +178,9 @@ def symmetric_empty(*size: int, dtype: torch.dtype = torch.float32, group: Any =
     if alloc is None or name not in g.handles:
         why = getattr(b, "reason", None) or g.notes.get(name) or "no symmetric allocator"
         raise CallError(f"symmetric_empty: backend {backend!r} cannot allocate here: {why}")
-    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-    numel = 1
-    for d in shape:
-        numel *= int(d)
-    es = torch.empty((), dtype=dtype).element_size()
-    return alloc(numel * es, g).view(dtype).view(shape)
+    shape = torch.Size(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list))
+                       else size)
+    return alloc(shape.numel() * dtype.itemsize, g).view(dtype).view(shape)
 
 
 def get_world_group() -> Group:

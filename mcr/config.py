@@ -70,9 +70,6 @@ def from_env() -> Config:
     from .units import parse_bytes
 
     profile = os.environ.get("MCR_PROFILE", "standalone") or "standalone"
-    cuda_aware = os.environ.get("MCR_MPI_CUDA_AWARE", "auto") or "auto"
-    if cuda_aware not in ("auto", "0", "1"):
-        raise ValueError(f"MCR_MPI_CUDA_AWARE={cuda_aware!r} must be auto, 0 or 1")
     return Config(
         backend=os.environ.get("MCR_BACKEND") or None,
         tuning_table=os.environ.get("MCR_TUNING_TABLE") or None,
@@ -81,7 +78,7 @@ def from_env() -> Config:
         timeout_s=_env_float("MCR_TIMEOUT_S", 600.0),
         log=_env_bool("MCR_LOG"),
         check=_env_bool("MCR_CHECK"),
-        mpi_cuda_aware=cuda_aware,
+        mpi_cuda_aware=_choice("MCR_MPI_CUDA_AWARE", "auto", ("auto", "0", "1")),
         mpi_pinned_max=parse_bytes(os.environ.get("MCR_MPI_PINNED_MAX_BYTES", "1GiB")),
         sdma_max_bytes=parse_bytes(os.environ.get("MCR_SDMA_MAX_BYTES", "256MiB")),
         sdma_zero_copy=os.environ.get("MCR_SDMA_ZERO_COPY", "1").strip() not in ("0", "false",

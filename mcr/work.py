@@ -161,6 +161,20 @@ class Work:
         if self._reqs:
             reqs, test = self._reqs, self._mpi_test
             poll_until(lambda: test(reqs), self.describe(), secs)
+        self._complete()
+        return True
+
+    def wait_issued(self) -> None:
+        """wait() for the caller that issued the op and is still on the stream it issued on
+        (a synchronous call): an op enqueued on that very stream (StreamDone) needs no stream
+        check. A torch NCCL work still does: it runs on NCCL's own stream."""
+        if type(self._torch) is StreamDone and not self._done:
+            self._complete()
+        else:
+            self.wait()
+
+    def _complete(self) -> None:
+        """The library is done for the caller: copy-backs, release, completion hooks."""
         for fn in self._after:
             fn()
         self._done = True
@@ -171,18 +185,6 @@ class Work:
             dt = time.perf_counter() - self._t0
             for hook in ON_COMPLETE:
                 hook(self, dt)
-        return True
-
-    def wait_issued(self) -> None:
-        """wait() for the caller that issued the op and is still on the stream it issued on
-        (a synchronous call): an op enqueued on that very stream (StreamDone) needs no stream
-        check. A torch NCCL work still does: it runs on NCCL's own stream."""
-        if type(self._torch) is StreamDone and not ON_COMPLETE and not self._done:
-            for fn in self._after:
-                fn()
-            self._done = True
-            return
-        self.wait()
 
     def _wait_torch_host(self, secs: float) -> None:
         try:

@@ -35,10 +35,6 @@ class Driver:
         u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
         self._batch = self._fn(["cuStreamBatchMemOp_v2", "cuStreamBatchMemOp"],
                                [vp, u32, vp, u32])
-        self._wait32 = self._fn(["cuStreamWaitValue32_v2", "cuStreamWaitValue32"],
-                                [vp, u64, u32, u32])
-        self._write32 = self._fn(["cuStreamWriteValue32_v2", "cuStreamWriteValue32"],
-                                 [vp, u64, u32, u32])
         # Explicit device-to-device: the unified cuMemcpyAsync sees a peer-mapped destination as
         # a peer copy and may route it differently (MCR_SDMA_COPY=unified selects it anyway).
         names = ["cuMemcpyAsync"] if os.environ.get("MCR_SDMA_COPY") == "unified" else \
@@ -66,14 +62,6 @@ class Driver:
         """Async copy of nbytes between device addresses (peer-mapped ones go over NVLink)."""
         if nbytes:
             self._check(self._memcpy(dst, src, nbytes, stream), "cuMemcpyAsync")
-
-    def wait32(self, stream: int, addr: int, value: int) -> None:
-        """stream waits until the 32-bit word at addr equals value."""
-        self._check(self._wait32(stream, addr, value, WAIT_EQ), "cuStreamWaitValue32")
-
-    def write32(self, stream: int, addr: int, value: int) -> None:
-        """stream writes value to addr once its earlier work is done (with a memory fence)."""
-        self._check(self._write32(stream, addr, value, 0), "cuStreamWriteValue32")
 
     def batch(self, stream: int, ops: MemOps) -> None:
         """Enqueue a prebuilt list of waits and writes, executed in order."""

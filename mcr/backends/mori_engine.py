@@ -2,7 +2,8 @@
 
 Written against mori's documented Python API (mori.shmem, mori.ccl.AllgatherSdma / All2allSdma).
 No AMD GPU exists where mcr is developed: this module is exercised by an interface test with a
-named stand-in for mori (tests/workers/mori_standin.py), never on hardware.
+named stand-in for mori (tests/standins/mori, run by tests/workers/mori_worker.py), never
+on hardware.
 """
 
 from __future__ import annotations

@@ -117,7 +117,6 @@ class NcclCeBackend(Backend):
             dst.view(n, blk)[:, o:o + ln].copy_(w.out[:ln * n].view(n, ln))
         return self._stream_work(op, nb, g)
 
-
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
         """all_gather_into_tensor on the zero-CTA communicator."""
         return self._run(ALL_GATHER, out, inp, g)
