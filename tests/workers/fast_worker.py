@@ -50,7 +50,10 @@ def data(numel: int, dtype: torch.dtype, s: int, rank: int, exact: bool) -> torc
     return gen(rank, numel, dtype, s, exact=exact, device=str(DEV))
 
 
-def check(what: str, got: torch.Tensor, want: torch.Tensor, tol: float = 0.0) -> None:
+def check(what: str, got: torch.Tensor, want: torch.Tensor, tol: float = 0.0,
+          scale: torch.Tensor | None = None) -> None:
+    """Bit for bit, or (tol > 0) relative error within tol; the error of a rounded sum is
+    relative to the sum of magnitudes (`scale`), not to a result that may nearly cancel."""
     CHECKS[0] += 1
     if tol == 0.0:
         same(what, got, want)
@@ -58,7 +61,8 @@ def check(what: str, got: torch.Tensor, want: torch.Tensor, tol: float = 0.0) ->
     g, w = got.double().cpu(), want.double().cpu()
     if not torch.isfinite(g).all():
         raise AssertionError(f"{what}: non-finite output")
-    err = ((g - w).norm() / max(w.norm().item(), 1e-30)).item()
+    den = (w if scale is None else scale.double().cpu()).norm().item()
+    err = ((g - w).norm() / max(den, 1e-30)).item()
     if err > tol:
         raise AssertionError(f"{what}: relative error {err:.2e} > {tol:.0e}")
 
@@ -140,8 +144,10 @@ def t_reduce_scatter(be: str, dtype: torch.dtype, per: int, g=None) -> None:
             dist.reduce_scatter_tensor(out, x, op=op, group=g, backend=be)
             bit = exact and op != R.AVG or op in (R.MAX, R.MIN)
             tol = 0.0 if bit else (2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-5)
+            mag = torch.empty(per, dtype=torch.float32, device=DEV)
+            dist.reduce_scatter_tensor(mag, x.abs().float(), op=op, group=g, backend="nccl")
             check(f"{be} reduce_scatter {dtype} {op} per={per} gs={gs} exact={exact}", out, ref,
-                  tol)
+                  tol, mag)
 
 
 def t_all_reduce(be: str, dtype: torch.dtype, numel: int, g=None, offset: int = 0) -> None:
@@ -155,8 +161,10 @@ def t_all_reduce(be: str, dtype: torch.dtype, numel: int, g=None, offset: int = 
             dist.all_reduce(y[offset:], op=op, group=g, backend=be)
             bit = exact and op == R.SUM
             tol = 0.0 if bit else (2e-2 if dtype == torch.bfloat16 else 1e-5)
+            mag = x[offset:].abs().float()
+            dist.all_reduce(mag, op=op, group=g, backend="nccl")
             check(f"{be} all_reduce {dtype} {op} n={numel} off={offset} exact={exact}",
-                  y[offset:], ref[offset:], tol)
+                  y[offset:], ref[offset:], tol, mag)
 
 
 def t_repeat(numel: int, iters: int = 4) -> None:
