@@ -3,7 +3,8 @@
 # overlap benchmark, side by side with NCCL. Run from the repo root on the lent machine; logs go
 # to $OUT (or ./gpu_out). PART=test|bench|all (default all), or final: the test at 4 GPUs, the
 # issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change;
-# overlap: the overlap benchmark alone, under both sync modes.
+# overlap: the overlap benchmark alone, under both sync modes; ceiling: probe_ceiling.py and the
+# GPU dispatch overhead.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -43,6 +44,12 @@ if [ "$PART" = overlap ]; then
 # The overlap benchmark with paired repetitions, both sync modes.
 TAILN=6 step overlap_kernel 90 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 15 --csv $OUT/overlap.csv
 MCR_SDMA_SYNC=memops TAILN=6 step overlap_memops 90 $MPI -x MCR_SDMA_SYNC python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 15 --csv $OUT/overlap_memops.csv
+fi
+if [ "$PART" = ceiling ]; then
+# The 400 GB/s question (NOTES.md v9): one pair alone by copy engine and SM kernel, and all-gather
+# schedules at 1 GiB; then mcr's host cost per small GPU call against the bare library calls.
+TAILN=16 step ceiling 150 $MPI python3 benchmarks/probe_ceiling.py
+TAILN=8 step dispatch_overhead_gpu 120 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 fi
 if [ "$PART" = test ] || [ "$PART" = all ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB
