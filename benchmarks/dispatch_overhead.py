@@ -55,11 +55,18 @@ def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> tuple[dict[str, Callable[
     kernel = torch.ops.symm_mem.one_shot_all_reduce_copy_out
     v = {
         "torch.distributed (nccl)": lambda: tdist.all_reduce(t, group=pg),
+        # torch's own gap between its synchronous call and async_op=True + wait().
+        "torch.distributed (nccl) async+wait": lambda: tdist.all_reduce(
+            t, group=pg, async_op=True).wait(),
         "mcr backend=nccl": lambda: dist.all_reduce(t, backend="nccl"),
+        "mcr backend=nccl async+wait": lambda: dist.all_reduce(t, backend="nccl",
+                                                               async_op=True).wait(),
         "mcr auto": lambda: dist.all_reduce(t),
         # What mcr's symm launches for this size, called bare: the floor of mcr symm's path.
         "symm kernel alone (torch.ops)": lambda: kernel(stage, t, "sum", pg.group_name, t),
         "mcr backend=symm": lambda: dist.all_reduce(t, backend="symm"),
+        "mcr backend=symm async+wait": lambda: dist.all_reduce(t, backend="symm",
+                                                               async_op=True).wait(),
     }
     return v, f"{nbytes} B bfloat16 GPU all_reduce"
 
@@ -91,12 +98,12 @@ def main() -> None:
     if dist.get_rank() == 0:
         print(f"# dispatch overhead, {dist.get_world_size()} rank(s), {what}, {args.rounds} "
               f"rounds x {args.reps} calls, torch {torch.__version__}")
-        print(f"# {'variant':<32} {'median us':>10} {'p10':>8} {'p90':>8} {'minus torch':>12}")
+        print(f"# {'variant':<36} {'median us':>10} {'p10':>8} {'p90':>8} {'minus torch':>12}")
         for k, v in res.items():
             q = statistics.quantiles(v, n=10)
             diff = statistics.median([a - b for a, b in zip(v, base)]) \
                 if not k.startswith("decision") else float("nan")
-            print(f"  {k:<32} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f} "
+            print(f"  {k:<36} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f} "
                   f"{diff:>12.2f}")
     dist.destroy_process_group()
 

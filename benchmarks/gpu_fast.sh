@@ -4,7 +4,7 @@
 # to $OUT (or ./gpu_out). PART=test|bench|all (default all), or final: the test at 4 GPUs, the
 # issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change;
 # overlap: the overlap benchmark alone, under both sync modes; ceiling: probe_ceiling.py and the
-# GPU dispatch overhead.
+# GPU dispatch overhead; sync: those again, the API/random/fast tests and the eager all-reduce.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -50,6 +50,20 @@ if [ "$PART" = ceiling ]; then
 # schedules at 1 GiB; then mcr's host cost per small GPU call against the bare library calls.
 TAILN=16 step ceiling 150 $MPI python3 benchmarks/probe_ceiling.py
 TAILN=8 step dispatch_overhead_gpu 120 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
+fi
+if [ "$PART" = sync ]; then
+# After synchronous calls went to torch's own synchronous path (NOTES.md v9): the ceiling probe,
+# mcr's host cost per call, every op through NCCL sync/async mixed with MPI, the fast tests, and
+# the eager small all-reduce sweep.
+TAILN=18 step ceiling 150 $MPI python3 benchmarks/probe_ceiling.py
+TAILN=12 step dispatch_overhead_gpu 120 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
+TAILN=3 step api_gpu 150 $MPI python3 tests/workers/api_worker.py --device cuda --backends nccl,auto --big 16MiB
+TAILN=3 step random_gpu 150 $MPI python3 tests/workers/random_worker.py --device cuda --backends nccl,mpi --ops 1500
+TAILN=4 step fast_x$N 200 $MPI python3 tests/workers/fast_worker.py --big 256MiB
+MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma TAILN=4 step fast_x2_chunked 100 \
+  $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
+AR="python3 -m benchmarks.osu_allreduce -d cuda -t bfloat16 -c --csv $OUT/osu.csv -m 256:1MiB -f 4 -i 200 -x 20 --batch 20 --max-seconds 0.2 --backend nccl,symm,auto"
+TAILN=24 step osu_allreduce 80 $MPI $AR
 fi
 if [ "$PART" = test ] || [ "$PART" = all ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB

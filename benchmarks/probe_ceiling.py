@@ -35,10 +35,10 @@ def batch_copier() -> Callable[[list[int], list[int], list[int], int], None] | N
     attr.srcAccessOrder = cu.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
 
     def copy(dsts: list[int], srcs: list[int], sizes: list[int], stream: int) -> None:
-        try:   # CUDA 13 dropped the failIdx argument; 12.8's bindings still take it
-            r = cu.cuMemcpyBatchAsync(dsts, srcs, sizes, len(dsts), [attr], [0], 1, stream)
-        except TypeError:
-            r = cu.cuMemcpyBatchAsync(dsts, srcs, sizes, len(dsts), [attr], [0], 1, 0, stream)
+        # CUDA 13's form (12.8's had a failIdx argument more)
+        r = cu.cuMemcpyBatchAsync([cu.CUdeviceptr(x) for x in dsts],
+                                  [cu.CUdeviceptr(x) for x in srcs], sizes, len(dsts), [attr],
+                                  [0], 1, cu.CUstream(stream))
         if r[0] != cu.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuMemcpyBatchAsync: {r[0]}")
     return copy
@@ -119,13 +119,22 @@ def main() -> None:
                 drv.memcpy(base[1 - me], src.data_ptr(), pb, cur)
             elif kind == "ce pull" and me == 1:
                 drv.memcpy(src.data_ptr(), base[0], pb, cur)
+            elif kind == "ce 2 senders -> rank 1" and me in (0, 2):
+                drv.memcpy(base[1] + (me // 2) * (pb // 2), src.data_ptr(), pb // 2, cur)
+            elif kind == "ce rank 0 -> 2 peers" and me == 0:
+                on(streams[:2], lambda: [drv.memcpy(base[1 + k] + k * pb // 2, src.data_ptr(),
+                                                    pb // 2, streams[k].cuda_stream)
+                                         for k in range(2)])
             elif kind == "sm push" and me == 0:
                 torch.neg(src, out=peer_views[1][:pb // 2])
             hdl.barrier(channel=0)
         return fn
 
     say(f"# one pair, {pb} B, rank 0 -> rank 1 (others idle), GPU us and GB/s per direction")
-    for kind in ("ce push", "ce push, 2 copies", "ce both ways", "ce pull", "sm push"):
+    kinds = ["ce push", "ce push, 2 copies", "ce both ways", "ce pull", "sm push"]
+    if n >= 3:   # fan-in and fan-out, pb bytes in all: GB/s is the receiver's / sender's total
+        kinds += ["ce 2 senders -> rank 1", "ce rank 0 -> 2 peers"]
+    for kind in kinds:
         us = gpu_us(pair(kind))
         say(f"  {kind:>20} {us:9.1f} {pb / us / 1e3:7.1f}")
 

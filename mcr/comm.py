@@ -379,7 +379,7 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
     g = _group(group, "all_reduce")
     b = _choose(_key(O.ALL_REDUCE, g, _nbytes(t), t, op), g, backend)
     c, after = _inout(t)
-    return _finish(_then(b.all_reduce(c, op, g), after), async_op)
+    return _finish(_then(b.all_reduce(c, op, g, sync=not async_op), after), async_op)
 
 
 def inference_all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
@@ -405,7 +405,8 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], op: Any = ReduceOp.SUM, gr
     def unflatten() -> None:
         for t, v in zip(ts, _unflatten_dense_tensors(flat, ts)):
             t.copy_(v)
-    return _finish(_then(b.all_reduce(flat, op, g), [unflatten]), async_op)
+    return _finish(_then(b.all_reduce(flat, op, g, sync=not async_op), [unflatten]),
+                   async_op)
 
 
 def all_gather_into_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tensor,
@@ -422,7 +423,8 @@ def all_gather_into_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tens
                         f"{g.size} x {inp.numel()} (group size x input)")
     b = _choose(_key(O.ALL_GATHER, g, _nbytes(out), out), g, backend)
     o, after = _out(out)
-    return _finish(_then(b.all_gather(o, inp.contiguous(), g), after), async_op)
+    return _finish(_then(b.all_gather(o, inp.contiguous(), g, sync=not async_op), after),
+                   async_op)
 
 
 def allgather_fn(output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: Any = None,
@@ -452,7 +454,8 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any
     def split() -> None:
         for t, v in zip(tensor_list, flat.view(g.size, -1).unbind(0)):
             t.copy_(v.view(t.shape))
-    return _finish(_then(b.all_gather(flat, inp.contiguous(), g), [split]), async_op)
+    return _finish(_then(b.all_gather(flat, inp.contiguous(), g, sync=not async_op), [split]),
+                   async_op)
 
 
 def all_gather_coalesced(output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
@@ -480,7 +483,8 @@ def all_gather_coalesced(output_tensors: list[torch.Tensor], input_tensors: list
         per_rank = flat_out.view(g.size, -1)
         for i, part in enumerate(per_rank.split(sizes, dim=1)):
             output_tensors[i].view(g.size, -1).copy_(part)
-    return _finish(_then(b.all_gather(flat_out, flat_in, g), [split]), async_op)
+    return _finish(_then(b.all_gather(flat_out, flat_in, g, sync=not async_op), [split]),
+                   async_op)
 
 
 def reduce_scatter_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tensor,
@@ -497,7 +501,8 @@ def reduce_scatter_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tenso
                         f"{g.size} x {out.numel()} (group size x output)")
     b = _choose(_key(O.REDUCE_SCATTER, g, _nbytes(inp), inp, op), g, backend)
     o, after = _out(out)
-    return _finish(_then(b.reduce_scatter(o, inp.contiguous(), op, g), after), async_op)
+    return _finish(_then(b.reduce_scatter(o, inp.contiguous(), op, g, sync=not async_op),
+                         after), async_op)
 
 
 def reduce_scatter_fn(output_tensor: torch.Tensor, tensor: torch.Tensor, op: Any = ReduceOp.SUM,
@@ -545,7 +550,8 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     b = _choose(key, g, backend)
     o, after = _out(out)
     # Backends move flat element counts; views keep the caller's memory.
-    work_ = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g)
+    work_ = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
+                         sync=not async_op)
     return _finish(_then(work_, after), async_op)
 
 
@@ -586,7 +592,8 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     def split() -> None:
         for t, v in zip(outs, flat_out.split(out_counts)):
             t.copy_(v.view(t.shape))
-    return _finish(_then(b.all_to_all(flat_out, flat_in, out_counts, in_counts, g), [split]),
+    return _finish(_then(b.all_to_all(flat_out, flat_in, out_counts, in_counts, g,
+                                        sync=not async_op), [split]),
                    async_op)
 
 
@@ -598,7 +605,7 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     root = g.group_rank(src, "broadcast src")
     b = _choose(_key(O.BROADCAST, g, _nbytes(t), t), g, backend, root)
     c, after = _inout(t)
-    return _finish(_then(b.broadcast(c, root, g), after), async_op)
+    return _finish(_then(b.broadcast(c, root, g, sync=not async_op), after), async_op)
 
 
 def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = None,
@@ -609,7 +616,7 @@ def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = 
     root = g.group_rank(dst, "reduce dst")
     b = _choose(_key(O.REDUCE, g, _nbytes(t), t, op), g, backend, root)
     c, after = _inout(t)
-    return _finish(_then(b.reduce(c, op, root, g), after), async_op)
+    return _finish(_then(b.reduce(c, op, root, g, sync=not async_op), after), async_op)
 
 
 def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, dst: int = 0,
@@ -629,7 +636,8 @@ def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, 
                 o.copy_(v.view(o.shape))
         after = [split]
     b = _choose(_key(O.GATHER, g, _nbytes(t) * g.size, t), g, backend, root)
-    return _finish(_then(b.gather(flat, t.contiguous(), root, g), after), async_op)
+    return _finish(_then(b.gather(flat, t.contiguous(), root, g, sync=not async_op), after),
+                   async_op)
 
 
 def scatter(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None, src: int = 0,
@@ -645,7 +653,7 @@ def scatter(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None
         flat = torch.cat([s.reshape(-1) for s in scatter_list])
     b = _choose(_key(O.SCATTER, g, _nbytes(t) * g.size, t), g, backend, root)
     c, after = _out(t)
-    return _finish(_then(b.scatter(c, flat, root, g), after), async_op)
+    return _finish(_then(b.scatter(c, flat, root, g, sync=not async_op), after), async_op)
 
 
 def _check_list(what: str, name: str, lst: Any, t: torch.Tensor, n: int) -> None:
@@ -663,7 +671,7 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
     """Every rank of group has reached this point."""
     g = _group(group, "barrier")
     b = _choose(_key(O.BARRIER, g, 0, None), g, backend)
-    return _finish(b.barrier(g), async_op)
+    return _finish(b.barrier(g, sync=not async_op), async_op)
 
 
 # -- point to point ---------------------------------------------------------------------------

@@ -166,9 +166,12 @@ class Work:
 
     def wait_issued(self) -> None:
         """wait() for the caller that issued the op and is still on the stream it issued on
-        (a synchronous call): an op enqueued on that very stream (StreamDone) needs no stream
-        check. A torch NCCL work still does: it runs on NCCL's own stream."""
-        if type(self._torch) is StreamDone and not self._done:
+        (a synchronous call): an op enqueued on that very stream (StreamDone, or no library
+        handle at all) needs no stream check. A torch NCCL work still does: it runs on NCCL's
+        own stream."""
+        if self._done:
+            return
+        if (self._torch is None and not self._reqs) or type(self._torch) is StreamDone:
             self._complete()
         else:
             self.wait()

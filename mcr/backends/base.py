@@ -20,6 +20,8 @@ class Backend(ABC):
 
     Tensors handed to a backend are contiguous, their sizes already checked by mcr.comm; ranks
     (root, peer) are group ranks. Every op returns a Work, never blocks unless the library must.
+    `sync=True` says the caller completes the Work right away on the stream it issued on (a
+    synchronous call): a backend may then skip what only an asynchronous handle needs.
     """
 
     name: str = ""
@@ -37,9 +39,12 @@ class Backend(ABC):
         return self.decline_key(key)
 
     def _stream_work(self, op: str, nbytes: int, g: Group,
-                     stream: torch.cuda.Stream | None = None) -> Work:
+                     stream: torch.cuda.Stream | None = None, sync: bool = False) -> Work:
         """Work of an op this backend enqueued on the caller's current stream (pass it when
-        known: asking torch for it costs microseconds per call)."""
+        known: asking torch for it costs microseconds per call). A synchronous call's Work
+        needs no stream: it completes on the stream it was issued on."""
+        if sync:
+            return Work(op, self.name, nbytes, g.size, stream_ordered=True)
         return Work(op, self.name, nbytes, g.size,
                     torch_work=StreamDone(stream or torch.cuda.current_stream()),
                     stream_ordered=True)
@@ -49,36 +54,41 @@ class Backend(ABC):
         """Backend-specific reasons to decline (device, dtype, reduce op, size)."""
 
     @abstractmethod
-    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group) -> Work:
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t."""
 
     @abstractmethod
-    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
+                   sync: bool = False) -> Work:
         """out (group size x inp, flat) <- every rank's inp in rank order."""
 
     @abstractmethod
-    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
+                       sync: bool = False) -> Work:
         """out <- this rank's block of the reduction of every rank's inp."""
 
     @abstractmethod
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
         """Block i of inp goes to rank i; counts are elements per rank, flat buffers."""
 
     @abstractmethod
-    def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """t on every rank <- t on root."""
 
     @abstractmethod
-    def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group) -> Work:
+    def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
+               sync: bool = False) -> Work:
         """t on root <- reduction of every rank's t (others' t unspecified, as in torch)."""
 
     @abstractmethod
-    def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group) -> Work:
+    def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,
+               sync: bool = False) -> Work:
         """out on root (flat, group size x inp) <- every rank's inp."""
 
     @abstractmethod
-    def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group) -> Work:
+    def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
+                sync: bool = False) -> Work:
         """out on every rank <- its block of inp (flat) on root."""
 
     @abstractmethod
@@ -90,7 +100,7 @@ class Backend(ABC):
         """Non-blocking receive into t from peer (None: any source)."""
 
     @abstractmethod
-    def barrier(self, g: Group) -> Work:
+    def barrier(self, g: Group, *, sync: bool = False) -> Work:
         """Every rank has reached this point."""
 
     @abstractmethod

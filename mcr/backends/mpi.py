@@ -147,14 +147,15 @@ class MpiBackend(Backend):
 
     # -- collectives -----------------------------------------------------------------------
 
-    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group) -> Work:
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """MPI_Iallreduce in place (avg: sum, then divide)."""
         (h,), after = self._stage([(t, True)])
         req = g.handles[self.name].Iallreduce(self.MPI.IN_PLACE, self._typed(h), self._ops[redop])
         return self._work(ALL_REDUCE, t.numel() * t.element_size(), g, [req],
                           self._avg(h, redop, g.size) + after, (t, h))
 
-    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
+                   sync: bool = False) -> Work:
         """MPI_Iallgather of bytes."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         req = g.handles[self.name].Iallgather([self._bytes(hi), self.MPI.BYTE],
@@ -162,7 +163,8 @@ class MpiBackend(Backend):
         return self._work("all_gather", out.numel() * out.element_size(), g, [req], after,
                           (hi, ho, inp, out))
 
-    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
+                       sync: bool = False) -> Work:
         """MPI_Ireduce_scatter_block (avg: sum, then divide)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         req = g.handles[self.name].Ireduce_scatter_block(self._typed(hi), self._typed(ho),
@@ -171,7 +173,7 @@ class MpiBackend(Backend):
                           self._avg(ho, redop, g.size) + after, (hi, ho, inp, out))
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
         """MPI_Ialltoallv of bytes."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         es = inp.element_size()
@@ -184,13 +186,14 @@ class MpiBackend(Backend):
                                               [self._bytes(ho), layout(out_counts), self.MPI.BYTE])
         return self._work("all_to_all", inp.numel() * es, g, [req], after, (hi, ho, inp, out))
 
-    def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """MPI_Ibcast of bytes."""
         (h,), after = self._stage([(t, g.rank == root)])
         req = g.handles[self.name].Ibcast([self._bytes(h), self.MPI.BYTE], root)
         return self._work("broadcast", t.numel() * t.element_size(), g, [req], after, (t, h))
 
-    def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group) -> Work:
+    def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
+               sync: bool = False) -> Work:
         """MPI_Ireduce in place at the root (avg: sum, then divide at the root)."""
         (h,), after = self._stage([(t, True)])
         comm, op = g.handles[self.name], self._ops[redop]
@@ -201,7 +204,8 @@ class MpiBackend(Backend):
             req = comm.Ireduce(self._typed(h), None, op, root)
         return self._work("reduce", t.numel() * t.element_size(), g, [req], after, (t, h))
 
-    def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group) -> Work:
+    def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,
+               sync: bool = False) -> Work:
         """MPI_Igather of bytes."""
         pairs = [(inp, True)] + ([(out, False)] if out is not None else [])
         views, after = self._stage(pairs)
@@ -210,7 +214,8 @@ class MpiBackend(Backend):
         return self._work("gather", inp.numel() * inp.element_size() * g.size, g, [req], after,
                           (views, inp, out))
 
-    def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group) -> Work:
+    def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
+                sync: bool = False) -> Work:
         """MPI_Iscatter of bytes."""
         pairs = [(out, False)] + ([(inp, True)] if inp is not None else [])
         views, after = self._stage(pairs)
@@ -236,7 +241,7 @@ class MpiBackend(Backend):
         w._mpi_test = lambda reqs: reqs[0].Test(status)
         return w
 
-    def barrier(self, g: Group) -> Work:
+    def barrier(self, g: Group, *, sync: bool = False) -> Work:
         """MPI_Ibarrier."""
         return self._work("barrier", 0, g, [g.handles[self.name].Ibarrier()], [], ())
 

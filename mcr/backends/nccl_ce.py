@@ -93,7 +93,7 @@ class NcclCeBackend(Backend):
         w.user.append((t.data_ptr(), t.numel()))
         return t[:nbytes]
 
-    def _run(self, op: str, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+    def _run(self, op: str, out: torch.Tensor, inp: torch.Tensor, g: Group, sync: bool) -> Work:
         w = self._win(g)
         pg = g.handles[self.name]
         n = g.size
@@ -101,7 +101,7 @@ class NcclCeBackend(Backend):
         nb = inp.numel() * inp.element_size()
         if w.owns(inp) and w.owns(out):
             fn(out, inp, group=pg)
-            return self._stream_work(op, nb, g)
+            return self._stream_work(op, nb, g, sync=sync)
         # Stage through the windows, in pieces of the window size.
         cap = w.inp.numel() if op == ALL_GATHER else w.inp.numel() // n * n
         src = inp.view(-1).view(torch.uint8)
@@ -115,16 +115,17 @@ class NcclCeBackend(Backend):
                 w.inp[:ln * n].view(n, ln).copy_(src.view(n, blk)[:, o:o + ln])
             fn(w.out[:ln * n], w.inp[:ln * n if op == ALL_TO_ALL else ln], group=pg)
             dst.view(n, blk)[:, o:o + ln].copy_(w.out[:ln * n].view(n, ln))
-        return self._stream_work(op, nb, g)
+        return self._stream_work(op, nb, g, sync=sync)
 
-    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
+                   sync: bool = False) -> Work:
         """all_gather_into_tensor on the zero-CTA communicator."""
-        return self._run(ALL_GATHER, out, inp, g)
+        return self._run(ALL_GATHER, out, inp, g, sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
         """Equal-split all_to_all_single on the zero-CTA communicator."""
-        return self._run(ALL_TO_ALL, out, inp, g)
+        return self._run(ALL_TO_ALL, out, inp, g, sync)
 
     def _no(self, *args: object, **kwargs: object) -> Work:
         raise NotImplementedError("nccl_ce serves all-gather and all-to-all only")

@@ -114,31 +114,34 @@ class SdmaBackend(Backend):
     # Each op builds the key of its call (what the enqueued work depends on: addresses, sizes,
     # root, dtype, reduce op) and an issue(m) that enqueues it on stream m; CeGroup.launch
     # issues it or replays its captured graph.
-    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group) -> Work:
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
+                   sync: bool = False) -> Work:
         """out <- every rank's inp; straight into peers' buffers when out is symmetric."""
         st = self._state(g)
         if self.engine == "mori":
             st.all_gather(out, inp)
-            return self._stream_work("all_gather", out.numel() * out.element_size(), g)
+            return self._stream_work("all_gather", out.numel() * out.element_size(), g,
+                                     sync=sync)
         b = inp.numel() * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
         self._exchange(st, ("ag", src, dst, b), b, lambda p, o: src + o, dst,
                        lambda p: dst + p * b, own=(dst + st.me * b, src), zc=self._zc(st, out))
-        return self._stream_work("all_gather", b * g.size, g, st.last_stream)
+        return self._stream_work("all_gather", b * g.size, g, st.last_stream, sync=sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
         """Block p of inp -> rank p; equal splits only (the dispatcher guarantees it)."""
         st = self._state(g)
         if self.engine == "mori":
             st.all_to_all(out, inp)
-            return self._stream_work("all_to_all", inp.numel() * inp.element_size(), g)
+            return self._stream_work("all_to_all", inp.numel() * inp.element_size(), g,
+                                     sync=sync)
         b = in_counts[0] * inp.element_size()
         src, dst = inp.data_ptr(), out.data_ptr()
         self._exchange(st, ("a2a", src, dst, b), b, lambda p, o: src + p * b + o, dst,
                        lambda p: dst + p * b, own=(dst + st.me * b, src + st.me * b),
                        zc=self._zc(st, out))
-        return self._stream_work("all_to_all", b * g.size, g, st.last_stream)
+        return self._stream_work("all_to_all", b * g.size, g, st.last_stream, sync=sync)
 
     def _exchange(self, st: CeGroup, key: tuple, b: int, src_of: Any, dst: int, out_of: Any,
                   own: tuple[int, int], zc: tuple[Any, int] | None) -> None:
@@ -202,7 +205,7 @@ class SdmaBackend(Backend):
             if p != me:
                 st.local_copy(m, out_of(p) + o, st.slot_ptr(base, ln, p), ln)
 
-    def broadcast(self, t: torch.Tensor, root: int, g: Group) -> Work:
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """Root pushes t to every peer, one after the other."""
         st = self._state(g)
         b = t.numel() * t.element_size()
@@ -220,11 +223,11 @@ class SdmaBackend(Backend):
                 sends = [Send(p, ptr, buf.ptrs[p] + off, b) for p in peers]
                 st.finish(m, st.start(m, 0, sends, recv, token, True, False))
             st.launch(("bc", ptr, b, root, "zc"), issue_zc)
-            return self._stream_work("broadcast", b, g, st.last_stream)
+            return self._stream_work("broadcast", b, g, st.last_stream, sync=sync)
         self._staged(st, ("bc", ptr, b, root), b,
                      lambda o, ln: [Send(p, ptr + o, root * ln, ln) for p in peers], recv,
                      lambda m, h, o, ln: self._bcast_out(st, m, h, o, ln, ptr, root, is_root))
-        return self._stream_work("broadcast", b, g, st.last_stream)
+        return self._stream_work("broadcast", b, g, st.last_stream, sync=sync)
 
     @staticmethod
     def _bcast_out(st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int, ptr: int,
@@ -233,7 +236,8 @@ class SdmaBackend(Backend):
         if not is_root:
             st.local_copy(m, ptr + o, st.slot_ptr(base, ln, root), ln)
 
-    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group) -> Work:
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
+                       sync: bool = False) -> Work:
         """Copy-engine all-to-all of the blocks into the transit slot, then one reduction."""
         st = self._state(g)
         es = inp.element_size()
@@ -249,7 +253,8 @@ class SdmaBackend(Backend):
                      lambda o, ln: [Send(p, src + p * b + o, me * ln, ln) for p in peers], peers,
                      lambda m, h, o, ln: self._reduce_out(st, m, h, o, ln, inp.dtype, redop,
                                                           flat_out), own_block)
-        return self._stream_work("reduce_scatter", b * g.size, g, st.last_stream)
+        return self._stream_work("reduce_scatter", b * g.size, g, st.last_stream,
+                                 sync=sync)
 
     @staticmethod
     def _reduce_out(st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int,

@@ -39,6 +39,18 @@ class _Staging:
         rendezvous(self.buf, pg)
         self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         self.name = pg.group_name
+        self._views: dict[tuple, torch.Tensor] = {}
+
+    def view(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        """The buffer's first bytes as a tensor of this shape and dtype (cached: slicing and
+        viewing cost microseconds per call on a slow host, NOTES.md v9)."""
+        v = self._views.get((shape, dtype))
+        if v is None:
+            if len(self._views) >= 256:
+                self._views.clear()
+            n = shape.numel() * dtype.itemsize
+            v = self._views[(shape, dtype)] = self.buf[:n].view(dtype).view(shape)
+        return v
 
 
 class SymmBackend(Backend):
@@ -71,7 +83,7 @@ class SymmBackend(Backend):
             return f"symm kernels are built for 2 to 8 ranks, not {key.group_size}"
         return None
 
-    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group) -> Work:
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t through the staging buffer."""
         st = self._groups.get(g.id)
         if st is None:
@@ -79,14 +91,19 @@ class SymmBackend(Backend):
                                                int(self.cfg.symm_max_bytes) + 16)
         n, es = t.numel(), t.element_size()
         nbytes = n * es
-        flat = t.view(-1)
-        stage = st.buf[:nbytes].view(t.dtype)
         size_al = _align(nbytes)
         fits = size_al >= max(4, es) and _align(t.storage_offset() * es) >= size_al
         two_shot = nbytes >= self.cfg.symm_two_shot_bytes and g.size in (2, 4, 8)
         if fits and not two_shot and self._copy_in_kernel:
-            self.ops.one_shot_all_reduce_copy_out(stage, flat, "sum", st.name, flat)
-        elif fits and not two_shot:
+            # The common small case: one kernel, no Python-side views of t.
+            self.ops.one_shot_all_reduce_copy_out(st.view(t.shape, t.dtype), t, "sum", st.name,
+                                                  t)
+            if redop == R.AVG:
+                t.div_(g.size)
+            return self._stream_work("all_reduce", nbytes, g, sync=sync)
+        flat = t.view(-1)
+        stage = st.view(flat.shape, t.dtype)
+        if fits and not two_shot:
             stage.copy_(flat)
             self.ops.one_shot_all_reduce_out(stage, "sum", st.name, flat)
         elif fits:
@@ -103,7 +120,7 @@ class SymmBackend(Backend):
             flat.copy_(tmp[:n])
         if redop == R.AVG:
             flat.div_(g.size)
-        return self._stream_work("all_reduce", nbytes, g)
+        return self._stream_work("all_reduce", nbytes, g, sync=sync)
 
     def _no(self, *args: object, **kwargs: object) -> Work:
         raise NotImplementedError("symm serves all_reduce only")
