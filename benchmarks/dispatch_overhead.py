@@ -14,6 +14,9 @@ then a device sync, so each figure is per call, host or device, whichever is slo
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import statistics
 import time
 from collections.abc import Callable
@@ -78,6 +81,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=50, help="calls per round and variant")
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--bytes", type=int, default=4096, help="GPU message size (-d cuda)")
+    ap.add_argument("--profile", action="store_true",
+                    help="then print rank 0's cProfile of each mcr variant (top 12 by own time)")
     args = ap.parse_args()
     dist.init_distributed(verbose=False)
     rt = runtime.get()
@@ -105,7 +110,24 @@ def main() -> None:
                 if not k.startswith("decision") else float("nan")
             print(f"  {k:<36} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f} "
                   f"{diff:>12.2f}")
+    if args.profile:
+        _profile({k: fn for k, fn in variants.items() if k.startswith("mcr")}, args.reps, sync)
     dist.destroy_process_group()
+
+
+def _profile(variants: dict[str, Callable[[], Any]], reps: int, sync: Callable[[], Any]) -> None:
+    """Where each variant's host time goes (profiling inflates it; read the shares)."""
+    for name, fn in variants.items():
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(10):
+            _time(fn, reps, sync)
+        pr.disable()
+        if dist.get_rank() == 0:
+            out = io.StringIO()
+            pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(12)
+            print(f"# profile: {name}, {10 * reps} calls")
+            print("\n".join(ln for ln in out.getvalue().splitlines()[6:] if ln.strip()))
 
 
 if __name__ == "__main__":

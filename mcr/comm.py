@@ -302,8 +302,9 @@ def _key(op: str, g: Group, nbytes: int, t: torch.Tensor | None, redop: Any = No
     if redop is not None:
         O.redop_name(redop)  # ValueError naming the op if unsupported
     rt = runtime.get()
-    return CallKey(op, g.size, nbytes, None if t is None else t.dtype,
-                   "cpu" if t is None else t.device.type, redop,
+    # is_cuda first: t.device builds a torch.device object, a microsecond per call.
+    dev = "cpu" if t is None else "cuda" if t.is_cuda else t.device.type
+    return CallKey(op, g.size, nbytes, None if t is None else t.dtype, dev, redop,
                    _PROFILE[-1] if _PROFILE else rt.cfg.profile)
 
 

@@ -72,19 +72,40 @@ def wait_event(event: torch.cuda.Event, what: str) -> None:
     poll_until(event.query, what)
 
 
+# torch.cuda.current_stream() costs several microseconds of Python per call on the GPU hosts
+# here (NOTES.md v9); these are the C calls underneath it. Public fallbacks where torch lacks them.
+_get_device = getattr(torch._C, "_cuda_getDevice", None)
+_get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
+
+
+def current_stream_id() -> tuple[int, int, int]:
+    """(stream id, device index, device type) of the current CUDA stream, as torch names it."""
+    if _get_device is None or _get_stream is None:
+        s = torch.cuda.current_stream()
+        return s.stream_id, s.device_index, s.device_type
+    return tuple(_get_stream(_get_device()))
+
+
 class StreamDone:
     """torch-work-like handle of ops enqueued on a CUDA stream with no library work object.
 
-    The completion event is recorded lazily, at the first wait or query: it then also covers
-    later work on that stream, which is conservative and costs nothing on the common path
-    (a synchronous call on the same stream records nothing).
+    Holds the stream's id, not a Stream object (cheap to take per call). The completion event is
+    recorded lazily, at the first wait or query: it then also covers later work on that stream,
+    which is conservative and costs nothing on the common path (a wait on the same stream).
     """
 
-    __slots__ = ("stream", "event")
+    __slots__ = ("sid", "event")
 
-    def __init__(self, stream: torch.cuda.Stream) -> None:
-        self.stream = stream
+    def __init__(self, stream: torch.cuda.Stream | None = None) -> None:
+        self.sid = current_stream_id() if stream is None else \
+            (stream.stream_id, stream.device_index, stream.device_type)
         self.event: torch.cuda.Event | None = None
+
+    @property
+    def stream(self) -> torch.cuda.Stream:
+        """The stream the ops were enqueued on."""
+        return torch.cuda.Stream(stream_id=self.sid[0], device_index=self.sid[1],
+                                 device_type=self.sid[2])
 
     def _ev(self) -> torch.cuda.Event:
         if self.event is None:
@@ -94,9 +115,11 @@ class StreamDone:
 
     def wait(self, timeout: Any = None) -> bool:
         """The caller's current stream waits for the op (no host block)."""
-        cur = torch.cuda.current_stream(self.stream.device)
-        if cur != self.stream:
-            cur.wait_event(self._ev())
+        dev = self.sid[1]
+        cur = _get_stream(dev)[0] if _get_stream is not None else \
+            torch.cuda.current_stream(dev).stream_id
+        if cur != self.sid[0]:
+            torch.cuda.current_stream(dev).wait_event(self._ev())
         return True
 
     def is_completed(self) -> bool:

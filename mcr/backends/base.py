@@ -40,13 +40,13 @@ class Backend(ABC):
 
     def _stream_work(self, op: str, nbytes: int, g: Group,
                      stream: torch.cuda.Stream | None = None, sync: bool = False) -> Work:
-        """Work of an op this backend enqueued on the caller's current stream (pass it when
-        known: asking torch for it costs microseconds per call). A synchronous call's Work
-        needs no stream: it completes on the stream it was issued on."""
+        """Work of an op this backend enqueued on the caller's current stream (or on `stream`).
+        A synchronous call's Work needs no stream: it completes on the stream it was issued
+        on."""
         if sync:
             return Work(op, self.name, nbytes, g.size, stream_ordered=True)
         return Work(op, self.name, nbytes, g.size,
-                    torch_work=StreamDone(stream or torch.cuda.current_stream()),
+                    torch_work=StreamDone(stream),
                     stream_ordered=True)
 
     @abstractmethod
