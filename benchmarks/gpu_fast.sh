@@ -4,7 +4,8 @@
 # to $OUT (or ./gpu_out). PART=test|bench|all (default all), or final: the test at 4 GPUs, the
 # issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change;
 # overlap: the overlap benchmark alone, under both sync modes; ceiling: probe_ceiling.py and the
-# GPU dispatch overhead; sync: those again, the API/random/fast tests and the eager all-reduce.
+# GPU dispatch overhead; sync: those again, the API/random/fast tests and the eager all-reduce;
+# tune: tests, host cost, the tuner with symmetric-output rules and auto against the libraries.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -62,6 +63,20 @@ TAILN=3 step random_gpu 150 $MPI python3 tests/workers/random_worker.py --device
 TAILN=4 step fast_x$N 200 $MPI python3 tests/workers/fast_worker.py --big 256MiB
 MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma TAILN=4 step fast_x2_chunked 100 \
   $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
+AR="python3 -m benchmarks.osu_allreduce -d cuda -t bfloat16 -c --csv $OUT/osu.csv -m 256:1MiB -f 4 -i 200 -x 20 --batch 20 --max-seconds 0.2 --backend nccl,symm,auto"
+TAILN=24 step osu_allreduce 80 $MPI $AR
+fi
+if [ "$PART" = tune ]; then
+# Symmetric-output rules (NOTES.md v10): the fast tests after the StreamDone change, mcr's host
+# cost with a profile, the tuner with a symmetric pass; then, with that table in force, auto
+# against nccl and sdma for symmetric and plain all-gather outputs, and the eager all-reduce.
+TAILN=4 step fast_x$N 200 $MPI python3 tests/workers/fast_worker.py --big 256MiB
+TAILN=12 step dispatch_overhead_gpu 150 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100 --profile
+TAILN=4 step tuner 300 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
+cp $OUT/nvidia-h200_np$N.yaml tuning_tables/ && grep -c backend tuning_tables/nvidia-h200_np$N.yaml
+B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv --batch 5 --max-seconds 0.5 -i 20 -x 3"
+TAILN=24 step osu_allgather_symm 120 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 --backend auto,nccl,sdma --symm sdma
+TAILN=14 step osu_allgather 120 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:64MiB -f 4 --backend auto,nccl
 AR="python3 -m benchmarks.osu_allreduce -d cuda -t bfloat16 -c --csv $OUT/osu.csv -m 256:1MiB -f 4 -i 200 -x 20 --batch 20 --max-seconds 0.2 --backend nccl,symm,auto"
 TAILN=24 step osu_allreduce 80 $MPI $AR
 fi

@@ -60,6 +60,10 @@ class Bench:
     title: str = ""
 
 
+# Benchmarks whose output buffer comes from Ctx.out_buffer (symmetric under --symm).
+SYMM_OUTPUT_OPS = ("all_gather", "all_to_all", "broadcast")
+
+
 def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:
     """Deterministic data of `rank`; every rank can rebuild any rank's buffer for checks."""
     g = torch.Generator().manual_seed(rank * 1000 + salt + 1)
@@ -166,14 +170,15 @@ def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: 
     return times.tolist()
 
 
-def chosen_backend(op: str, nbytes: int, dtype: torch.dtype, device: str) -> str:
+def chosen_backend(op: str, nbytes: int, dtype: torch.dtype, device: str,
+                   buffer: str = "plain") -> str:
     """Which backend the dispatcher picks for this op and size (what `auto` ran on)."""
     from mcr import runtime
     from mcr.ops import CallKey
     rt = runtime.get()
     key = CallKey(op, rt.world.size, nbytes, dtype, device,
                   dist.ReduceOp.SUM if op in ("all_reduce", "reduce_scatter", "reduce") else None,
-                  rt.cfg.profile)
+                  rt.cfg.profile, buffer)
     try:
         return rt.dispatcher.choose(key, rt.world).name
     except Exception as e:  # noqa: BLE001 - reported in the table, not fatal
@@ -214,8 +219,9 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
         case = bench.setup(ctx, size)
         for be in backends:
             name = None if be == "auto" else be
-            label = f"auto={chosen_backend(bench.op, size, dtype, device)}" if name is None \
-                else be
+            buf = "symmetric" if ctx.symm and bench.op in SYMM_OUTPUT_OPS else "plain"
+            label = f"auto={chosen_backend(bench.op, size, dtype, device, buf)}" \
+                if name is None else be
             try:
                 t = time_case(case, name, args.iterations, args.warmup, device,
                               args.max_seconds, getattr(args, "batch", 1),

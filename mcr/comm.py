@@ -180,7 +180,9 @@ def symmetric_empty(*size: int, dtype: torch.dtype = torch.float32, group: Any =
         raise CallError(f"symmetric_empty: backend {backend!r} cannot allocate here: {why}")
     shape = torch.Size(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list))
                        else size)
-    return alloc(shape.numel() * dtype.itemsize, g).view(dtype).view(shape)
+    t = alloc(shape.numel() * dtype.itemsize, g).view(dtype).view(shape)
+    runtime.get().symmetric.append((t.data_ptr(), t.data_ptr() + _nbytes(t)))
+    return t
 
 
 def get_world_group() -> Group:
@@ -298,21 +300,36 @@ def _same(what: str, a: torch.Tensor, b: torch.Tensor, an: str, bn: str) -> None
         raise CallError(f"{what}: {an} is on {a.device}, {bn} on {b.device}")
 
 
-def _key(op: str, g: Group, nbytes: int, t: torch.Tensor | None, redop: Any = None) -> CallKey:
+def _buffer(t: torch.Tensor) -> tuple[str, int]:
+    """("symmetric", byte offset in its allocation) if t lies in memory from symmetric_empty,
+    else ("plain", -1)."""
+    spans = runtime.get().symmetric
+    if spans and t.is_cuda:
+        lo = t.data_ptr()
+        hi = lo + _nbytes(t)
+        for a, b in spans:
+            if a <= lo and hi <= b:
+                return "symmetric", lo - a
+    return "plain", -1
+
+
+def _key(op: str, g: Group, nbytes: int, t: torch.Tensor | None, redop: Any = None,
+         buffer: str = "plain") -> CallKey:
     if redop is not None:
         O.redop_name(redop)  # ValueError naming the op if unsupported
     rt = runtime.get()
     # is_cuda first: t.device builds a torch.device object, a microsecond per call.
     dev = "cpu" if t is None else "cuda" if t.is_cuda else t.device.type
     return CallKey(op, g.size, nbytes, None if t is None else t.dtype, dev, redop,
-                   _PROFILE[-1] if _PROFILE else rt.cfg.profile)
+                   _PROFILE[-1] if _PROFILE else rt.cfg.profile, buffer)
 
 
-def _choose(key: CallKey, g: Group, backend: str | None, root: int = -1) -> Backend:
+def _choose(key: CallKey, g: Group, backend: str | None, root: int = -1,
+            offset: int = -1) -> Backend:
     rt = runtime.get()
     b = rt.dispatcher.choose(key, g, backend)
     if rt.cfg.check:
-        _check_across_ranks(key, g, root, b.name)
+        _check_across_ranks(key, g, root, b.name, offset)
     return b
 
 
@@ -325,17 +342,19 @@ _DTYPE_CODES = {dt: i for i, dt in enumerate(
 _REDOP_CODES = {name: i for i, name in enumerate(sorted(O.REDOP_NAMES.values()))}
 
 
-def _check_across_ranks(key: CallKey, g: Group, root: int, backend: str) -> None:
-    """MCR_CHECK=1: every rank must call the same op, size, dtype, root and library."""
+def _check_across_ranks(key: CallKey, g: Group, root: int, backend: str, offset: int) -> None:
+    """MCR_CHECK=1: every rank must call the same op, size, dtype, root and library, with its
+    output at the same offset of symmetric memory or in plain memory everywhere."""
     fields = (O.OPS.index(key.op), key.nbytes, _DTYPE_CODES.get(key.dtype, -1),
               _REDOP_CODES.get(O.REDOP_NAMES.get(key.redop, ""), -1), root,
-              sorted(backends_mod.NAMES).index(backend))
+              sorted(backends_mod.NAMES).index(backend), offset)
     mine = torch.tensor(fields, dtype=torch.int64)
     every = torch.empty(g.size * len(fields), dtype=torch.int64)
     tdist.all_gather(list(every.view(g.size, -1).unbind(0)), mine, group=g.handles["gloo"])
     every = every.view(g.size, len(fields))
     if not bool((every == mine).all()):
-        names = ("op", "bytes", "dtype", "reduce op", "root", "backend")
+        names = ("op", "bytes", "dtype", "reduce op", "root", "backend",
+                 "symmetric output offset")
         diff = [names[i] for i in range(len(fields)) if not bool((every[:, i] == mine[i]).all())]
         rows = "; ".join(f"rank {g.ranks[r]}: {O.OPS[int(every[r, 0])]} "
                          f"{int(every[r, 1])} B" for r in range(g.size))
@@ -422,8 +441,9 @@ def all_gather_into_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tens
     if out.numel() != inp.numel() * g.size:
         raise CallError(f"{what}: output_tensor has {out.numel()} elements, expected "
                         f"{g.size} x {inp.numel()} (group size x input)")
-    b = _choose(_key(O.ALL_GATHER, g, _nbytes(out), out), g, backend)
     o, after = _out(out)
+    kind, off = _buffer(o)
+    b = _choose(_key(O.ALL_GATHER, g, _nbytes(out), out, buffer=kind), g, backend, offset=off)
     return _finish(_then(b.all_gather(o, inp.contiguous(), g, sync=not async_op), after),
                    async_op)
 
@@ -547,9 +567,10 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     if even and inp.numel() != out.numel():
         raise CallError(f"{what}: output has {out.numel()} elements, tensor {inp.numel()}")
     # Split sizes may differ by rank, so no size is known to be the same everywhere.
-    key = _key(O.ALL_TO_ALL, g, _nbytes(inp) if even else _UNKNOWN, inp)
-    b = _choose(key, g, backend)
     o, after = _out(out)
+    kind, off = _buffer(o)
+    key = _key(O.ALL_TO_ALL, g, _nbytes(inp) if even else _UNKNOWN, inp, buffer=kind)
+    b = _choose(key, g, backend, offset=off)
     # Backends move flat element counts; views keep the caller's memory.
     work_ = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
                          sync=not async_op)
@@ -604,8 +625,9 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     t = _tensor(tensor, "broadcast")
     g = _group(group, "broadcast")
     root = g.group_rank(src, "broadcast src")
-    b = _choose(_key(O.BROADCAST, g, _nbytes(t), t), g, backend, root)
     c, after = _inout(t)
+    kind, off = _buffer(c)
+    b = _choose(_key(O.BROADCAST, g, _nbytes(t), t, buffer=kind), g, backend, root, off)
     return _finish(_then(b.broadcast(c, root, g, sync=not async_op), after), async_op)
 
 

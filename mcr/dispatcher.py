@@ -25,8 +25,9 @@ _CACHE_MAX = 1 << 16
 def describe_key(key: CallKey) -> str:
     """`all_reduce of 4096 B float32 on cpu, group of 2` for messages."""
     red = f" ({redop_name(key.redop)})" if key.redop is not None else ""
+    buf = " into symmetric memory" if key.buffer != "plain" else ""
     return (f"{key.op}{red} of {format_bytes(key.nbytes)} B {dtype_name(key.dtype)} on "
-            f"{key.device}, group of {key.group_size}")
+            f"{key.device}{buf}, group of {key.group_size}")
 
 
 class Dispatcher:
@@ -67,7 +68,7 @@ class Dispatcher:
         hit = None
         if key.nbytes >= 0:  # negative: no size that every rank shares, so no table rule
             hit = self.tables.lookup(key.device, key.group_size, key.op, key.nbytes,
-                                     dtype_name(key.dtype), key.profile)
+                                     dtype_name(key.dtype), key.profile, key.buffer)
         if hit is not None:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
         default = group.default_gpu if key.device == "cuda" else "gloo"

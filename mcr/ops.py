@@ -49,6 +49,9 @@ class CallKey(NamedTuple):
     device: str
     redop: object | None
     profile: str
+    # "symmetric" when the output lies in memory from mcr.comm.symmetric_empty (on every rank,
+    # as zero-copy requires), which copy-engine backends write without staging.
+    buffer: str = "plain"
 
 
 REDOP_NAMES = {

@@ -39,6 +39,9 @@ class Runtime:
     logger: CommsLogger
     cuda: bool
     by_pg: dict[Any, Group] = field(default_factory=dict)
+    # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
+    # life, like the buffers): outputs inside them are keyed buffer="symmetric".
+    symmetric: list[tuple[int, int]] = field(default_factory=list)
 
 
 _RT: list[Runtime] = []

@@ -2,7 +2,8 @@
 
 A table file names the system it was measured on, its provenance, the tensor device its rules are
 for, and per group size, per op, an ordered list of half-open byte ranges `[min, max)` each naming a
-backend, optionally restricted to some dtypes and to one profile. See README "Tuning tables".
+backend, optionally restricted to some dtypes, to one profile and to calls whose output lies in
+symmetric memory (`buffer: symmetric`). See README "Tuning tables".
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16",
 _TOP_KEYS = {"schema_version", "system", "provenance", "device", "groups"}
 _SYSTEM_REQUIRED = {"class"}
 _PROVENANCE_REQUIRED = {"tool", "date", "statistic"}
-_ENTRY_KEYS = {"min", "max", "backend", "dtype", "profile"}
+BUFFERS = ("symmetric",)   # a rule's `buffer:`; rules without one serve every call
+_ENTRY_KEYS = {"min", "max", "backend", "dtype", "profile", "buffer"}
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -85,8 +87,8 @@ class Table:
     system: dict[str, Any]
     provenance: dict[str, Any]
     device: str
-    # (group_size, op) -> {(dtype|None, profile|None): _Ranges}
-    rules: dict[tuple[int, str], dict[tuple[str | None, str | None], _Ranges]]
+    # (group_size, op) -> {(dtype|None, profile|None, buffer|None): _Ranges}
+    rules: dict[tuple[int, str], dict[tuple[str | None, str | None, str | None], _Ranges]]
     raw: dict[str, Any]
 
 
@@ -149,7 +151,7 @@ def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> T
     device = doc.get("device")
     if "device" in doc and device not in DEVICES:
         err.add(_line(doc, "device"), "device", f"{device!r} is not one of {list(DEVICES)}")
-    rules: dict[tuple[int, str], dict[tuple[str | None, str | None], _Ranges]] = {}
+    rules: dict[tuple[int, str], dict[tuple[str | None, str | None, str | None], _Ranges]] = {}
     groups = doc.get("groups")
     if "groups" in doc and not isinstance(groups, dict):
         err.add(_line(doc, "groups"), "groups", "must map group size -> ops")
@@ -179,7 +181,7 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
     if not isinstance(entries, list) or not entries:
         err.add(oline, where, "must be a non-empty list of ranges")
         return {}
-    by_sel: dict[tuple[str | None, str | None], _Ranges] = {}
+    by_sel: dict[tuple[str | None, str | None, str | None], _Ranges] = {}
     for i, e in enumerate(entries):
         ew = f"{where}[{i}]"
         eline = _line(e) or oline
@@ -205,6 +207,10 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
         if profile is not None and profile not in PROFILES:
             err.add(_line(e, "profile"), f"{ew}.profile",
                     f"unknown profile {profile!r}; expected one of {list(PROFILES)}")
+        buffer = e.get("buffer")
+        if buffer is not None and buffer not in BUFFERS:
+            err.add(_line(e, "buffer"), f"{ew}.buffer",
+                    f"unknown buffer {buffer!r}; expected one of {list(BUFFERS)}")
         try:
             hi = parse_bytes(e["max"]) if "max" in e else None
         except ValueError as x:
@@ -214,7 +220,7 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
             err.add(eline, f"{ew}.max", "missing (use a size like 64KiB, or inf)")
             continue
         for dt in dtypes:
-            rng = by_sel.setdefault((dt, profile), _Ranges())
+            rng = by_sel.setdefault((dt, profile, buffer), _Ranges())
             try:
                 lo = parse_bytes(e["min"]) if "min" in e else (rng.maxs[-1] if rng.maxs else 0)
             except ValueError as x:
@@ -259,13 +265,16 @@ class TableSet:
                 self._index[(t.device, gsize, op)] = (t, sel)
 
     def lookup(self, device: str, group_size: int, op: str, nbytes: int, dtype: str,
-               profile: str) -> tuple[str, str] | None:
-        """(backend, 'file:line') of the rule for this call, or None where no rule covers it."""
+               profile: str, buffer: str = "plain") -> tuple[str, str] | None:
+        """(backend, 'file:line') of the rule for this call, or None where no rule covers it.
+        The most specific rule wins: buffer, then dtype, then profile."""
         hit = self._index.get((device, group_size, op))
         if hit is None:
             return None
         sel = hit[1]
-        for key in ((dtype, profile), (dtype, None), (None, profile), (None, None)):
+        bufs = (buffer, None) if buffer in BUFFERS else (None,)
+        for key in ((dt, pr, b) for b in bufs for dt, pr in
+                    ((dtype, profile), (dtype, None), (None, profile), (None, None))):
             rng = sel.get(key)
             if rng is not None:
                 i = rng.find(nbytes)

@@ -88,6 +88,25 @@ def test_dtype_and_profile_rules_take_precedence(tmp_path):
     assert look(10, "bfloat16", "overlap") == "mpi"            # dtype rule beats profile rule
 
 
+def test_symmetric_buffer_rules_apply_to_symmetric_outputs_only(tmp_path):
+    body = """\
+  2:
+    all_gather:
+      - {max: inf, backend: gloo}
+      - {max: 1MiB, backend: nccl, dtype: bfloat16}
+      - {min: 64KiB, max: inf, backend: sdma, buffer: symmetric}
+"""
+    ts = TableSet([load_table(write(tmp_path, body), KNOWN)])
+    look = lambda n, dt, buf: ts.lookup("cpu", 2, "all_gather", n, dt, "standalone", buf)[0]  # noqa: E731,E501
+    assert look(1 << 20, "float32", "plain") == "gloo"
+    assert look(1 << 20, "float32", "symmetric") == "sdma"
+    assert look(1 << 10, "float32", "symmetric") == "gloo"     # below the symmetric rule
+    assert look(1 << 10, "bfloat16", "symmetric") == "nccl"    # then dtype rules, as for plain
+    assert look(1 << 17, "bfloat16", "symmetric") == "sdma"    # buffer beats dtype
+    assert look(1 << 17, "bfloat16", "plain") == "nccl"
+    assert look(1 << 17, "bfloat16", "elsewhere") == "nccl"    # unknown kinds: plain rules
+
+
 @pytest.mark.parametrize("body,line,words", [
     ("  2:\n    all_reduce:\n      - {max: 4KiB, backend: mpi}\n      - {min: 1KiB, max: inf, "
      "backend: gloo}\n", 9, ["overlapping range", "[1KiB, inf)"]),
@@ -101,6 +120,8 @@ def test_dtype_and_profile_rules_take_precedence(tmp_path):
      ["unknown dtype 'float8'"]),
     ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, profile: fast}\n", 8,
      ["unknown profile 'fast'"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, buffer: pinned}\n", 8,
+     ["unknown buffer 'pinned'"]),
     ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, chunk: 3}\n", 8,
      ["unknown key", "chunk"]),
     ("  2:\n    all_reduce:\n      - {min: 4KiB, max: 4KiB, backend: mpi}\n", 8,
@@ -195,3 +216,23 @@ def test_dispatcher_order_and_fallback(tmp_path):
     d2 = Dispatcher(backends, ts, "mpi", "standalone")            # MCR_BACKEND declines too
     assert d2.choose(key, g).name == "gloo"
     assert d.choose(key, g) is d.choose(key, g)                  # cached
+
+
+def test_dispatcher_picks_symmetric_rules_by_key(tmp_path):
+    """A key whose output is symmetric memory gets the buffer: symmetric rule; others not."""
+    from mcr.backends.gloo import GlooBackend
+    from mcr.backends.mpi import MpiBackend
+    from mcr.config import from_env
+    from mcr.dispatcher import Dispatcher
+    from mcr.groups import Group
+    from mcr.ops import CallKey
+
+    body = "  2:\n    all_gather:\n      - {max: inf, backend: gloo}\n" \
+           "      - {max: inf, backend: mpi, buffer: symmetric}\n"
+    ts = TableSet([load_table(write(tmp_path, body), KNOWN)])
+    backends = {"gloo": GlooBackend(), "mpi": MpiBackend(from_env())}
+    g = Group(ranks=[0, 1], rank=0, handles={"gloo": object(), "mpi": object()})
+    plain = CallKey("all_gather", 2, 4096, torch.float32, "cpu", None, "standalone")
+    d = Dispatcher(backends, ts, None, "standalone")
+    assert d.choose(plain, g).name == "gloo"
+    assert d.choose(plain._replace(buffer="symmetric"), g).name == "mpi"

@@ -2,6 +2,9 @@
 
 Run under the launcher and rank count the table is for, e.g.
   mpiexec -n 2 python -m tuner --backends gloo,mpi --out tuning_tables/cpu_np2
+With `--symm sdma` (GPU), the ops that write an output buffer (all-gather, all-to-all, broadcast)
+are measured a second time with outputs in that backend's symmetric memory, and their winners
+become `buffer: symmetric` rules: what zero-copy callers (symmetric_empty) are dispatched by.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 
 import mcr
 import mcr.comm as dist
-from benchmarks.harness import parser, sweep
+from benchmarks.harness import SYMM_OUTPUT_OPS, parser, sweep
 from mcr.backends import Unavailable
 from mcr.ops import CallKey
 from mcr.runtime import get as get_runtime
@@ -52,7 +55,7 @@ def write_yaml(path: Path, rows: list[dict[str, Any]], args: argparse.Namespace,
                device: str, n: int, cls: str) -> None:
     """The table, with each rule's measured medians as comments for the reader."""
     default = "nccl" if device == "cuda" else "gloo"
-    win = winners(rows, default)
+    win = winners([r for r in rows if not r["symm"]], default)
     gpu = torch.cuda.get_device_name() if device == "cuda" else "none"
     lines = [
         f"# mcr tuning table: {cls}, {n} ranks, {device} tensors. Written by python -m tuner;",
@@ -77,17 +80,31 @@ def write_yaml(path: Path, rows: list[dict[str, Any]], args: argparse.Namespace,
         "groups:",
         f"  {n}:",
     ]
-    med = {(r["op"], int(r["bytes"]), r["backend"]): r["median_us"] for r in rows}
-    bes = sorted({r["backend"] for r in rows})
+    plain = [r for r in rows if not r["symm"]]
+    symm = [r for r in rows if r["symm"]]
+    win_symm = winners(symm, default)
     for op, seq in win.items():
         lines.append(f"    {op}:")
-        for size, _ in seq:
-            ms = ", ".join(f"{b} {med[(op, size, b)]:.1f}" for b in bes if (op, size, b) in med)
-            lines.append(f"      # {format_bytes(size)}: {ms}")
-        for lo, hi, be in ranges(seq):
-            lines.append(f"      - {{min: {format_bytes(lo)}, max: {format_bytes(hi)}, "
-                         f"backend: {be}}}")
+        lines += _rules(plain, op, seq, "")
+        if op in win_symm:
+            lines.append(f"      # outputs in {symm[0]['symm']} symmetric memory (zero-copy):")
+            lines += _rules(symm, op, win_symm[op], ", buffer: symmetric")
     path.write_text("\n".join(lines) + "\n")
+
+
+def _rules(rows: list[dict[str, Any]], op: str, seq: list[tuple[int, str]],
+           extra: str) -> list[str]:
+    """One op's medians as comments, then its range rules."""
+    med = {(int(r["bytes"]), r["backend"]): r["median_us"] for r in rows if r["op"] == op}
+    bes = sorted({r["backend"] for r in rows})
+    out = []
+    for size, _ in seq:
+        ms = ", ".join(f"{b} {med[(size, b)]:.1f}" for b in bes if (size, b) in med)
+        out.append(f"      # {format_bytes(size)}: {ms}")
+    for lo, hi, be in ranges(seq):
+        out.append(f"      - {{min: {format_bytes(lo)}, max: {format_bytes(hi)}, "
+                   f"backend: {be}{extra}}}")
+    return out
 
 
 def plot(path: Path, rows: list[dict[str, Any]], title: str) -> None:
@@ -131,15 +148,20 @@ def main() -> None:
     args.backend = args.backends
     rows: list[dict[str, Any]] = []
     ops = args.ops.split(",")
+    symm = args.symm
+    passes = [(op, None) for op in ops]
+    passes += [(op, symm) for op in ops if symm and op in SYMM_OUTPUT_OPS]
     progress = None
     if dist.get_rank() == 0:
         from tqdm import tqdm
-        progress = tqdm(total=len(ops), desc="tuner", unit="op", file=sys.stderr)
-    for op in ops:
+        progress = tqdm(total=len(passes), desc="tuner", unit="sweep", file=sys.stderr)
+    for op, where in passes:
         bench = importlib.import_module(f"benchmarks.{BENCH_OF[op]}").BENCH
+        args.symm = where
         rows += sweep(bench, args)
         if progress:
             progress.update(1)
+    args.symm = symm
     if dist.get_rank() == 0:
         progress.close()
         out = Path(args.out)
