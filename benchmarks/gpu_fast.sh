@@ -5,7 +5,8 @@
 # issue's target numbers and the tuner's table in one lease; check: tests and overlap after a change;
 # overlap: the overlap benchmark alone, under both sync modes; ceiling: probe_ceiling.py and the
 # GPU dispatch overhead; sync: those again, the API/random/fast tests and the eager all-reduce;
-# tune: tests, host cost, the tuner with symmetric-output rules and auto against the libraries.
+# tune: tests, host cost, the tuner with symmetric-output rules and auto against the libraries;
+# confirm: repeated symmetric all-gather sweeps and the overlap benchmark.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -79,6 +80,14 @@ TAILN=24 step osu_allgather_symm 120 $MPI python3 -m benchmarks.osu_allgather $B
 TAILN=14 step osu_allgather 120 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:64MiB -f 4 --backend auto,nccl
 AR="python3 -m benchmarks.osu_allreduce -d cuda -t bfloat16 -c --csv $OUT/osu.csv -m 256:1MiB -f 4 -i 200 -x 20 --batch 20 --max-seconds 0.2 --backend nccl,symm,auto"
 TAILN=24 step osu_allreduce 80 $MPI $AR
+fi
+if [ "$PART" = confirm ]; then
+# The 1.15x margin at 64 MiB across repeated sweeps, and the overlap benchmark at the final commit.
+B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv --batch 5 --max-seconds 1 -i 40 -x 3"
+for k in 1 2 3; do
+TAILN=12 step osu_allgather_symm_$k 120 $MPI python3 -m benchmarks.osu_allgather $B -m 16MiB:1GiB -f 4 --backend nccl,sdma,auto --symm sdma
+done
+TAILN=6 step overlap 120 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 9 --csv $OUT/overlap.csv
 fi
 if [ "$PART" = test ] || [ "$PART" = all ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB

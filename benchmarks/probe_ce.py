@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 import mcr.comm as dist
+from benchmarks.probe_util import gpu_us, say, worst
 from mcr import runtime
 from mcr.backends.ce_engine import rendezvous
 from mcr.backends.cudadrv import Driver
@@ -28,34 +29,6 @@ n, me = dist.get_world_size(), dist.get_rank()
 dev = torch.device("cuda", torch.cuda.current_device())
 drv = Driver()
 sdma = rt.backends["sdma"]
-
-
-def say(*a: object) -> None:
-    """Print on rank 0."""
-    if me == 0:
-        print(*a, flush=True)
-
-
-def worst(x: float) -> float:
-    """The slowest rank's value."""
-    t = torch.tensor([x], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, backend="gloo")
-    return float(t[0])
-
-
-def gpu_time(fn: Callable[[], None], k: int = 10) -> float:
-    """Microseconds per call, back to back, by CUDA events."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier(backend="gloo")
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(k):
-        fn()
-    e.record()
-    torch.cuda.synchronize()
-    return worst(s.elapsed_time(e) / k * 1e3)
 
 
 def host_time(fn: Callable[[], None], samples: int = 15, batch: int = 5) -> float:
@@ -144,7 +117,7 @@ def run_size(nbytes: int) -> None:
     for name, fn, before in variants:
         if before is not None:
             before()
-        g = gpu_time(fn)
+        g = gpu_us(fn)
         h = host_time(fn)
         say(f"  {name:>28} {g:9.1f} {nbytes * f / g / 1e3:7.1f} {h:9.1f} "
             f"{nbytes * f / h / 1e3:7.1f}")

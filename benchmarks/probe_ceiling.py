@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 import mcr.comm as dist
+from benchmarks.probe_util import gpu_us, say
 from mcr import runtime
 from mcr.backends.ce_engine import rendezvous
 from mcr.backends.cudadrv import Driver
@@ -58,28 +59,6 @@ def main() -> None:
     drv = Driver()
     st = rt.backends["sdma"]._state(rt.world)
     pg = rt.world.handles["nccl"]
-
-    def say(*a: object) -> None:
-        if me == 0:
-            print(*a, flush=True)
-
-    def worst(x: float) -> float:
-        t = torch.tensor([x], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, backend="gloo")
-        return float(t[0])
-
-    def gpu_us(fn: Callable[[], None]) -> float:
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        dist.barrier(backend="gloo")
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(args.iters):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        return worst(s.elapsed_time(e) / args.iters * 1e3)
 
     # One symmetric buffer for everything: all-gather output, pair targets in its slices.
     out = dist.symmetric_empty(args.ag_bytes // 2, dtype=torch.bfloat16)
@@ -135,7 +114,7 @@ def main() -> None:
     if n >= 3:   # fan-in and fan-out, pb bytes in all: GB/s is the receiver's / sender's total
         kinds += ["ce 2 senders -> rank 1", "ce rank 0 -> 2 peers"]
     for kind in kinds:
-        us = gpu_us(pair(kind))
+        us = gpu_us(pair(kind), args.iters, 2)
         say(f"  {kind:>20} {us:9.1f} {pb / us / 1e3:7.1f}")
 
     # -- 2. all-gather schedules ------------------------------------------------------------
@@ -178,7 +157,7 @@ def main() -> None:
     variants.append(("sm kernel per peer (neg)", sm))
     for name, fn in variants:
         try:
-            us = gpu_us(fn)
+            us = gpu_us(fn, args.iters, 2)
         except Exception as e:  # noqa: BLE001 - a probe reports and goes on
             say(f"  {name:>28} failed: {e}")
             torch.cuda.synchronize()
