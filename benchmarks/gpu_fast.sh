@@ -6,7 +6,8 @@
 # overlap: the overlap benchmark alone, under both sync modes; ceiling: probe_ceiling.py and the
 # GPU dispatch overhead; sync: those again, the API/random/fast tests and the eager all-reduce;
 # tune: tests, host cost, the tuner with symmetric-output rules and auto against the libraries;
-# confirm: repeated symmetric all-gather sweeps and the overlap benchmark.
+# confirm: repeated symmetric all-gather sweeps and the overlap benchmark; verify: the tests at the
+# final code, small symmetric all-gathers and host cost.
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
@@ -88,6 +89,17 @@ for k in 1 2 3; do
 TAILN=12 step osu_allgather_symm_$k 120 $MPI python3 -m benchmarks.osu_allgather $B -m 16MiB:1GiB -f 4 --backend nccl,sdma,auto --symm sdma
 done
 TAILN=6 step overlap 120 $MPI python3 -m benchmarks.overlap --backend sdma+symm,nccl --reps 9 --csv $OUT/overlap.csv
+fi
+if [ "$PART" = verify ]; then
+# The final code: the tests to 1 GiB, memops sync, 2 GPUs chunked; small symmetric all-gathers
+# eager (the engine issues by stream id now) and mcr's host cost per call.
+TAILN=4 step fast_x$N 300 $MPI python3 tests/workers/fast_worker.py --big 1GiB
+MCR_SDMA_SYNC=memops TAILN=4 step fast_x${N}_memops 200 $MPI -x MCR_SDMA_SYNC python3 tests/workers/fast_worker.py --quick
+MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma TAILN=3 step fast_x2_chunked 100 \
+  $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
+B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv --batch 5 --max-seconds 0.5 -i 40 -x 3"
+TAILN=24 step osu_allgather_symm 120 $MPI python3 -m benchmarks.osu_allgather $B -m 4KiB:16MiB -f 4 --backend auto,nccl,sdma --symm sdma
+TAILN=12 step dispatch_overhead_gpu 150 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 fi
 if [ "$PART" = test ] || [ "$PART" = all ]; then
 step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB

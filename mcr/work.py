@@ -78,12 +78,20 @@ _get_device = getattr(torch._C, "_cuda_getDevice", None)
 _get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
 
 
-def current_stream_id() -> tuple[int, int, int]:
-    """(stream id, device index, device type) of the current CUDA stream, as torch names it."""
+StreamId = tuple[int, int, int]   # (stream id, device index, device type), as torch names them
+
+
+def current_stream_id(device: int | None = None) -> StreamId:
+    """The current CUDA stream of `device` (default: the current device) as a StreamId."""
     if _get_device is None or _get_stream is None:
-        s = torch.cuda.current_stream()
+        s = torch.cuda.current_stream(device)
         return s.stream_id, s.device_index, s.device_type
-    return tuple(_get_stream(_get_device()))
+    return tuple(_get_stream(_get_device() if device is None else device))
+
+
+def stream_of(sid: StreamId) -> torch.cuda.Stream:
+    """The torch Stream a StreamId names."""
+    return torch.cuda.Stream(stream_id=sid[0], device_index=sid[1], device_type=sid[2])
 
 
 class StreamDone:
@@ -96,16 +104,14 @@ class StreamDone:
 
     __slots__ = ("sid", "event")
 
-    def __init__(self, stream: torch.cuda.Stream | None = None) -> None:
-        self.sid = current_stream_id() if stream is None else \
-            (stream.stream_id, stream.device_index, stream.device_type)
+    def __init__(self, sid: StreamId | None = None) -> None:
+        self.sid = current_stream_id() if sid is None else sid
         self.event: torch.cuda.Event | None = None
 
     @property
     def stream(self) -> torch.cuda.Stream:
         """The stream the ops were enqueued on."""
-        return torch.cuda.Stream(stream_id=self.sid[0], device_index=self.sid[1],
-                                 device_type=self.sid[2])
+        return stream_of(self.sid)
 
     def _ev(self) -> torch.cuda.Event:
         if self.event is None:
@@ -115,11 +121,9 @@ class StreamDone:
 
     def wait(self, timeout: Any = None) -> bool:
         """The caller's current stream waits for the op (no host block)."""
-        dev = self.sid[1]
-        cur = _get_stream(dev)[0] if _get_stream is not None else \
-            torch.cuda.current_stream(dev).stream_id
-        if cur != self.sid[0]:
-            torch.cuda.current_stream(dev).wait_event(self._ev())
+        cur = current_stream_id(self.sid[1])
+        if cur != self.sid:
+            stream_of(cur).wait_event(self._ev())
         return True
 
     def is_completed(self) -> bool:

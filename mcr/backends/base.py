@@ -9,7 +9,7 @@ import torch
 
 from ..groups import Group
 from ..ops import CallKey
-from ..work import StreamDone, Work
+from ..work import StreamDone, StreamId, Work
 
 STREAM = "stream"  # enqueues on a GPU stream and returns (NCCL, copy engines, symmetric memory)
 HOST = "host"      # progressed by the host (Gloo, MPI)
@@ -39,7 +39,7 @@ class Backend(ABC):
         return self.decline_key(key)
 
     def _stream_work(self, op: str, nbytes: int, g: Group,
-                     stream: torch.cuda.Stream | None = None, sync: bool = False) -> Work:
+                     stream: StreamId | None = None, sync: bool = False) -> Work:
         """Work of an op this backend enqueued on the caller's current stream (or on `stream`).
         A synchronous call's Work needs no stream: it completes on the stream it was issued
         on."""

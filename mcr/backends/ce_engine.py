@@ -32,6 +32,7 @@ import torch
 import torch.distributed as tdist
 
 from ..errors import CallError
+from ..work import StreamId, current_stream_id, stream_of
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 from .graphs import GraphCache
 
@@ -109,7 +110,7 @@ class CeGroup:
         self.transit: torch.Tensor | None = None
         self.tptr: list[int] = []
         self.slot_bytes = 0
-        self.last_stream: torch.cuda.Stream | None = None
+        self.last_sid: StreamId | None = None   # the stream the last call was issued on
         self._ops: dict[tuple, MemOps] = {}
         self.symm: list[SymmBuffer] = []
         self.graphs = GraphCache(graphs, self.dev)
@@ -158,13 +159,14 @@ class CeGroup:
     # -- one call --------------------------------------------------------------------------
     def launch(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None]) -> None:
         """Run issue(m) on the caller's stream m, or its captured graph (see graphs.py)."""
-        m = torch.cuda.current_stream(self.dev)
-        if self.last_stream is not None and self.last_stream != m \
+        # Stream ids, not Stream objects: a replayed call needs none (NOTES.md v9).
+        sid = current_stream_id(self.dev.index)
+        if self.last_sid is not None and self.last_sid != sid \
                 and not torch.cuda.is_current_stream_capturing():
             # The transit slots were last read by copy-outs on another stream.
-            m.wait_stream(self.last_stream)
-        self.last_stream = m
-        self.graphs.run(key, issue, m)
+            stream_of(sid).wait_stream(stream_of(self.last_sid))
+        self.last_sid = sid
+        self.graphs.run(key, issue, lambda: stream_of(sid))
 
     # -- one round -------------------------------------------------------------------------
     def start(self, m: torch.cuda.Stream, s: int, sends: list[Send], recv_from: list[int],

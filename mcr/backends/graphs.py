@@ -29,12 +29,12 @@ class GraphCache:
         self.replays = 0
 
     def run(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None],
-            stream: torch.cuda.Stream) -> None:
-        """Enqueue the call on `stream` (the current one): replayed if captured, captured on a
-        second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
+            stream: Callable[[], torch.cuda.Stream]) -> None:
+        """Enqueue the call on the current stream, `stream()`: replayed if captured, captured on
+        a second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
         join back to s every side stream it forks, without host synchronization."""
         if key is None or self.capacity <= 0 or torch.cuda.is_current_stream_capturing():
-            issue(stream)
+            issue(stream())
             return
         g = self.graphs.get(key)
         if g is None:
@@ -42,7 +42,7 @@ class GraphCache:
                 self.seen[key] = None
                 if len(self.seen) > 4 * self.capacity:
                     self.seen.popitem(last=False)
-                issue(stream)
+                issue(stream())
                 return
             del self.seen[key]
             try:
@@ -53,14 +53,14 @@ class GraphCache:
                               f"now on: {e}", RuntimeWarning, stacklevel=3)
                 self.capacity = 0
                 self.clear()
-                issue(stream)
+                issue(stream())
                 return
             self.graphs[key] = g
             if len(self.graphs) > self.capacity:
                 self.graphs.popitem(last=False)
         else:
             self.graphs.move_to_end(key)
-        g.replay()  # on the current stream, which is `stream`
+        g.replay()  # on the current stream
         self.replays += 1
 
     def _capture(self, issue: Callable[[torch.cuda.Stream], None]) -> torch.cuda.CUDAGraph:

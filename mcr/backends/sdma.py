@@ -126,7 +126,7 @@ class SdmaBackend(Backend):
         src, dst = inp.data_ptr(), out.data_ptr()
         self._exchange(st, ("ag", src, dst, b), b, lambda p, o: src + o, dst,
                        lambda p: dst + p * b, own=(dst + st.me * b, src), zc=self._zc(st, out))
-        return self._stream_work("all_gather", b * g.size, g, st.last_stream, sync=sync)
+        return self._stream_work("all_gather", b * g.size, g, st.last_sid, sync=sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
                    in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
@@ -141,7 +141,7 @@ class SdmaBackend(Backend):
         self._exchange(st, ("a2a", src, dst, b), b, lambda p, o: src + p * b + o, dst,
                        lambda p: dst + p * b, own=(dst + st.me * b, src + st.me * b),
                        zc=self._zc(st, out))
-        return self._stream_work("all_to_all", b * g.size, g, st.last_stream, sync=sync)
+        return self._stream_work("all_to_all", b * g.size, g, st.last_sid, sync=sync)
 
     def _exchange(self, st: CeGroup, key: tuple, b: int, src_of: Any, dst: int, out_of: Any,
                   own: tuple[int, int], zc: tuple[Any, int] | None) -> None:
@@ -223,11 +223,11 @@ class SdmaBackend(Backend):
                 sends = [Send(p, ptr, buf.ptrs[p] + off, b) for p in peers]
                 st.finish(m, st.start(m, 0, sends, recv, token, True, False))
             st.launch(("bc", ptr, b, root, "zc"), issue_zc)
-            return self._stream_work("broadcast", b, g, st.last_stream, sync=sync)
+            return self._stream_work("broadcast", b, g, st.last_sid, sync=sync)
         self._staged(st, ("bc", ptr, b, root), b,
                      lambda o, ln: [Send(p, ptr + o, root * ln, ln) for p in peers], recv,
                      lambda m, h, o, ln: self._bcast_out(st, m, h, o, ln, ptr, root, is_root))
-        return self._stream_work("broadcast", b, g, st.last_stream, sync=sync)
+        return self._stream_work("broadcast", b, g, st.last_sid, sync=sync)
 
     @staticmethod
     def _bcast_out(st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int, ptr: int,
@@ -253,7 +253,7 @@ class SdmaBackend(Backend):
                      lambda o, ln: [Send(p, src + p * b + o, me * ln, ln) for p in peers], peers,
                      lambda m, h, o, ln: self._reduce_out(st, m, h, o, ln, inp.dtype, redop,
                                                           flat_out), own_block)
-        return self._stream_work("reduce_scatter", b * g.size, g, st.last_stream,
+        return self._stream_work("reduce_scatter", b * g.size, g, st.last_sid,
                                  sync=sync)
 
     @staticmethod
