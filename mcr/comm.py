@@ -362,6 +362,28 @@ def _check_across_ranks(key: CallKey, g: Group, root: int, backend: str, offset:
                             f"{key.op}: {rows}")
 
 
+def _tensor_pair(what: str, output: Any, input_: Any, group: Any, output_is_larger: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, Group]:
+    """Checked (output, input, group) of a tensor-form all-gather (output = group size x input)
+    or reduce-scatter (input = group size x output)."""
+    out, inp = _tensor(output, what, "output_tensor"), _tensor(input_, what, "input_tensor")
+    g = _group(group, what)
+    _same(what, out, inp, "output_tensor", "input_tensor")
+    (big, bn), (small, sn) = ((out, "output"), (inp, "input")) if output_is_larger else \
+        ((inp, "input"), (out, "output"))
+    if big.numel() != small.numel() * g.size:
+        raise CallError(f"{what}: {bn}_tensor has {big.numel()} elements, expected "
+                        f"{g.size} x {small.numel()} (group size x {sn})")
+    return out, inp, g
+
+
+def _rooted(what: str, tensor: Any, group: Any, rank: int, role: str
+            ) -> tuple[torch.Tensor, Group, int]:
+    """Checked (tensor, group, root's group rank) of a rooted call (src/dst is a global rank)."""
+    g = _group(group, what)
+    return _tensor(tensor, what), g, g.group_rank(rank, f"{what} {role}")
+
+
 def _finish(w: Work, async_op: bool) -> Work | None:
     if async_op:
         return w
@@ -433,14 +455,8 @@ def all_gather_into_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tens
                            group: Any = None, async_op: bool = False, backend: str | None = None,
                            **_: Any) -> Work | None:
     """output (group size x input, rank order) <- every rank's input."""
-    what = "all_gather_into_tensor"
-    out, inp = _tensor(output_tensor, what, "output_tensor"), _tensor(input_tensor, what,
-                                                                       "input_tensor")
-    g = _group(group, what)
-    _same(what, out, inp, "output_tensor", "input_tensor")
-    if out.numel() != inp.numel() * g.size:
-        raise CallError(f"{what}: output_tensor has {out.numel()} elements, expected "
-                        f"{g.size} x {inp.numel()} (group size x input)")
+    out, inp, g = _tensor_pair("all_gather_into_tensor", output_tensor, input_tensor, group,
+                               output_is_larger=True)
     o, after = _out(out)
     kind, off = _buffer(o)
     b = _choose(_key(O.ALL_GATHER, g, _nbytes(out), out, buffer=kind), g, backend, offset=off)
@@ -460,15 +476,7 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any
     """tensor_list[i] <- tensor of rank i."""
     inp = _tensor(tensor, "all_gather")
     g = _group(group, "all_gather")
-    if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != g.size:
-        raise CallError(f"all_gather: tensor_list must be a list of {g.size} tensors (group "
-                        f"size), got {type(tensor_list).__name__} of {len(tensor_list)}")
-    for i, t in enumerate(tensor_list):
-        _same("all_gather", _tensor(t, "all_gather", f"tensor_list[{i}]"), inp,
-              f"tensor_list[{i}]", "tensor")
-        if t.numel() != inp.numel():
-            raise CallError(f"all_gather: tensor_list[{i}] has {t.numel()} elements, tensor has "
-                            f"{inp.numel()}")
+    _check_list("all_gather", "tensor_list", tensor_list, inp, g.size)
     flat = torch.empty(g.size * inp.numel(), dtype=inp.dtype, device=inp.device)
     b = _choose(_key(O.ALL_GATHER, g, _nbytes(flat), flat), g, backend)
 
@@ -512,14 +520,8 @@ def reduce_scatter_tensor(output_tensor: torch.Tensor, input_tensor: torch.Tenso
                           op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False,
                           backend: str | None = None, **_: Any) -> Work | None:
     """output <- this rank's block of the reduction of every rank's input."""
-    what = "reduce_scatter_tensor"
-    out, inp = _tensor(output_tensor, what, "output_tensor"), _tensor(input_tensor, what,
-                                                                       "input_tensor")
-    g = _group(group, what)
-    _same(what, out, inp, "output_tensor", "input_tensor")
-    if inp.numel() != out.numel() * g.size:
-        raise CallError(f"{what}: input_tensor has {inp.numel()} elements, expected "
-                        f"{g.size} x {out.numel()} (group size x output)")
+    out, inp, g = _tensor_pair("reduce_scatter_tensor", output_tensor, input_tensor, group,
+                               output_is_larger=False)
     b = _choose(_key(O.REDUCE_SCATTER, g, _nbytes(inp), inp, op), g, backend)
     o, after = _out(out)
     return _finish(_then(b.reduce_scatter(o, inp.contiguous(), op, g, sync=not async_op),
@@ -538,15 +540,8 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: Any
                    **_: Any) -> Work | None:
     """output <- reduction over ranks of input_list[this rank]."""
     g = _group(group, "reduce_scatter")
-    if not isinstance(input_list, (list, tuple)) or len(input_list) != g.size:
-        raise CallError(f"reduce_scatter: input_list must hold {g.size} tensors (group size)")
     out = _tensor(output, "reduce_scatter", "output")
-    for i, t in enumerate(input_list):
-        _same("reduce_scatter", _tensor(t, "reduce_scatter", f"input_list[{i}]"), out,
-              f"input_list[{i}]", "output")
-        if t.numel() != out.numel():
-            raise CallError(f"reduce_scatter: input_list[{i}] has {t.numel()} elements, output "
-                            f"has {out.numel()}")
+    _check_list("reduce_scatter", "input_list", input_list, out, g.size, tname="output")
     flat = torch.cat([t.reshape(-1) for t in input_list])
     return reduce_scatter_tensor(out, flat, op, g, async_op, backend)
 
@@ -622,9 +617,7 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
 def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool = False,
               backend: str | None = None, **_: Any) -> Work | None:
     """tensor on every rank <- tensor on global rank src."""
-    t = _tensor(tensor, "broadcast")
-    g = _group(group, "broadcast")
-    root = g.group_rank(src, "broadcast src")
+    t, g, root = _rooted("broadcast", tensor, group, src, "src")
     c, after = _inout(t)
     kind, off = _buffer(c)
     b = _choose(_key(O.BROADCAST, g, _nbytes(t), t, buffer=kind), g, backend, root, off)
@@ -634,9 +627,7 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
 def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = None,
            async_op: bool = False, backend: str | None = None, **_: Any) -> Work | None:
     """tensor on global rank dst <- reduction of every rank's tensor."""
-    t = _tensor(tensor, "reduce")
-    g = _group(group, "reduce")
-    root = g.group_rank(dst, "reduce dst")
+    t, g, root = _rooted("reduce", tensor, group, dst, "dst")
     b = _choose(_key(O.REDUCE, g, _nbytes(t), t, op), g, backend, root)
     c, after = _inout(t)
     return _finish(_then(b.reduce(c, op, root, g, sync=not async_op), after), async_op)
@@ -646,12 +637,10 @@ def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, 
            group: Any = None, async_op: bool = False, backend: str | None = None, **_: Any
            ) -> Work | None:
     """gather_list[i] on global rank dst <- tensor of rank i."""
-    t = _tensor(tensor, "gather")
-    g = _group(group, "gather")
-    root = g.group_rank(dst, "gather dst")
+    t, g, root = _rooted("gather", tensor, group, dst, "dst")
     flat, after = None, []
     if g.rank == root:
-        _check_list("gather", "gather_list", gather_list, t, g.size)
+        _check_list("gather", "gather_list", gather_list, t, g.size, "on the root, ")
         flat = torch.empty(g.size * t.numel(), dtype=t.dtype, device=t.device)
 
         def split() -> None:
@@ -667,25 +656,28 @@ def scatter(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None
             group: Any = None, async_op: bool = False, backend: str | None = None, **_: Any
             ) -> Work | None:
     """tensor on rank i <- scatter_list[i] on global rank src."""
-    t = _tensor(tensor, "scatter")
-    g = _group(group, "scatter")
-    root = g.group_rank(src, "scatter src")
+    t, g, root = _rooted("scatter", tensor, group, src, "src")
     flat = None
     if g.rank == root:
-        _check_list("scatter", "scatter_list", scatter_list, t, g.size)
+        _check_list("scatter", "scatter_list", scatter_list, t, g.size, "on the root, ")
         flat = torch.cat([s.reshape(-1) for s in scatter_list])
     b = _choose(_key(O.SCATTER, g, _nbytes(t) * g.size, t), g, backend, root)
     c, after = _out(t)
     return _finish(_then(b.scatter(c, flat, root, g, sync=not async_op), after), async_op)
 
 
-def _check_list(what: str, name: str, lst: Any, t: torch.Tensor, n: int) -> None:
+def _check_list(what: str, name: str, lst: Any, t: torch.Tensor, n: int, where: str = "",
+                tname: str = "tensor") -> None:
+    """lst must be n tensors of t's dtype, device and element count (`where`: "on the root, ")."""
     if not isinstance(lst, (list, tuple)) or len(lst) != n:
-        raise CallError(f"{what}: on the root, {name} must be a list of {n} tensors (group size)")
+        got = f"{type(lst).__name__} of {len(lst)}" if isinstance(lst, (list, tuple)) else \
+            type(lst).__name__
+        raise CallError(f"{what}: {where}{name} must be a list of {n} tensors (group size), "
+                        f"got {got}")
     for i, x in enumerate(lst):
-        _same(what, _tensor(x, what, f"{name}[{i}]"), t, f"{name}[{i}]", "tensor")
+        _same(what, _tensor(x, what, f"{name}[{i}]"), t, f"{name}[{i}]", tname)
         if x.numel() != t.numel():
-            raise CallError(f"{what}: {name}[{i}] has {x.numel()} elements, tensor has "
+            raise CallError(f"{what}: {name}[{i}] has {x.numel()} elements, {tname} has "
                             f"{t.numel()}")
 
 
