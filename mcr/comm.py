@@ -181,7 +181,7 @@ def symmetric_empty(*size: int, dtype: torch.dtype = torch.float32, group: Any =
     shape = torch.Size(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list))
                        else size)
     t = alloc(shape.numel() * dtype.itemsize, g).view(dtype).view(shape)
-    runtime.get().symmetric.append((t.data_ptr(), t.data_ptr() + _nbytes(t)))
+    runtime.get().symmetric.add(t.data_ptr(), _nbytes(t), None)
     return t
 
 
@@ -304,13 +304,8 @@ def _buffer(t: torch.Tensor) -> tuple[str, int]:
     """("symmetric", byte offset in its allocation) if t lies in memory from symmetric_empty,
     else ("plain", -1)."""
     spans = runtime.get().symmetric
-    if spans and t.is_cuda:
-        lo = t.data_ptr()
-        hi = lo + _nbytes(t)
-        for a, b in spans:
-            if a <= lo and hi <= b:
-                return "symmetric", lo - a
-    return "plain", -1
+    hit = spans.find(t) if spans and t.is_cuda else None
+    return ("symmetric", hit[1]) if hit else ("plain", -1)
 
 
 def _key(op: str, g: Group, nbytes: int, t: torch.Tensor | None, redop: Any = None,

@@ -20,6 +20,7 @@ from .errors import MismatchError, NotInitializedError
 from .groups import Group
 from .launch import Launch
 from .logger import CommsLogger
+from .spans import Spans
 from .tables import TableSet, find_table_files, load_tables
 
 log = logging.getLogger("mcr")
@@ -41,7 +42,7 @@ class Runtime:
     by_pg: dict[Any, Group] = field(default_factory=dict)
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
     # life, like the buffers): outputs inside them are keyed buffer="symmetric".
-    symmetric: list[tuple[int, int]] = field(default_factory=list)
+    symmetric: Spans[None] = field(default_factory=Spans)
 
 
 _RT: list[Runtime] = []

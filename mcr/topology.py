@@ -25,9 +25,8 @@ def one_node_reason(gloo_pg: Any, size: int) -> str | None:
     ok = len(hosts) == 1
     if ok:
         devs = {d for _, d in every}
-        mine = torch.cuda.current_device()
-        ok = len(devs) == size and all(torch.cuda.can_device_access_peer(mine, d)
-                                       for d in devs if d != mine)
+        ok = len(devs) == size and all(torch.cuda.can_device_access_peer(me[1], d)
+                                       for d in devs if d != me[1])
     verdicts: list[Any] = [None] * size
     tdist.all_gather_object(verdicts, ok, group=gloo_pg)
     if len(hosts) > 1:

@@ -32,6 +32,7 @@ import torch
 import torch.distributed as tdist
 
 from ..errors import CallError
+from ..spans import Spans
 from ..work import StreamId, current_stream_id, stream_of
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 from .graphs import GraphCache
@@ -112,7 +113,7 @@ class CeGroup:
         self.slot_bytes = 0
         self.last_sid: StreamId | None = None   # the stream the last call was issued on
         self._ops: dict[tuple, MemOps] = {}
-        self.symm: list[SymmBuffer] = []
+        self.symm: Spans[SymmBuffer] = Spans()
         self.graphs = GraphCache(graphs, self.dev)
 
     # -- flag addresses (word index -> byte address in rank r's flags) --------------------
@@ -144,17 +145,12 @@ class CeGroup:
         """Make t (from symm_empty, same size on every rank) a zero-copy target (collective)."""
         hdl = rendezvous(t, self.pg)
         b = SymmBuffer(t.data_ptr(), t.numel() * t.element_size(), list(hdl.buffer_ptrs), t)
-        self.symm.append(b)
+        self.symm.add(b.base, b.nbytes, b)
         return b
 
     def find_symm(self, t: torch.Tensor) -> tuple[SymmBuffer, int] | None:
         """The registered buffer holding all of t, and t's byte offset in it."""
-        lo = t.data_ptr()
-        hi = lo + t.numel() * t.element_size()
-        for b in self.symm:
-            if b.base <= lo and hi <= b.base + b.nbytes:
-                return b, lo - b.base
-        return None
+        return self.symm.find(t)
 
     # -- one call --------------------------------------------------------------------------
     def launch(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None]) -> None:

@@ -16,6 +16,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group
 from ..ops import ALL_GATHER, ALL_TO_ALL, CallKey
+from ..spans import Spans
 from ..work import Work
 from .base import STREAM, Backend
 from .ce_engine import rounds
@@ -45,14 +46,12 @@ class _Windows:
             self.inp = torch.empty(in_bytes, dtype=torch.uint8, device=dev)
             self.out = torch.empty(in_bytes * n, dtype=torch.uint8, device=dev)
         self.backend.register_mem_pool(self.pool, symm=True)
-        self.user: list[tuple[int, int]] = []  # caller buffers made in registered pools
+        self.user: Spans[None] = Spans()  # caller buffers made in registered pools
         self.pools = [self.pool]
 
     def owns(self, t: torch.Tensor) -> bool:
         """t lies in a buffer registered as a symmetric window."""
-        lo = t.data_ptr()
-        hi = lo + t.numel() * t.element_size()
-        return any(b <= lo and hi <= b + n for b, n in self.user)
+        return self.user.find(t) is not None
 
 
 class NcclCeBackend(Backend):
@@ -90,7 +89,7 @@ class NcclCeBackend(Backend):
             t = torch.empty(max(nbytes, 16), dtype=torch.uint8, device="cuda")
         w.backend.register_mem_pool(pool, symm=True)
         w.pools.append(pool)
-        w.user.append((t.data_ptr(), t.numel()))
+        w.user.add(t.data_ptr(), t.numel(), None)
         return t[:nbytes]
 
     def _run(self, op: str, out: torch.Tensor, inp: torch.Tensor, g: Group, sync: bool) -> Work:

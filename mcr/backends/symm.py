@@ -98,26 +98,24 @@ class SymmBackend(Backend):
             # The common small case: one kernel, no Python-side views of t.
             self.ops.one_shot_all_reduce_copy_out(st.view(t.shape, t.dtype), t, "sum", st.name,
                                                   t)
-            if redop == R.AVG:
-                t.div_(g.size)
-            return self._stream_work("all_reduce", nbytes, g, sync=sync)
-        flat = t.view(-1)
-        stage = st.view(flat.shape, t.dtype)
-        if fits and not two_shot:
-            stage.copy_(flat)
-            self.ops.one_shot_all_reduce_out(stage, "sum", st.name, flat)
-        elif fits:
-            stage.copy_(flat)
-            self.ops.two_shot_all_reduce_out(stage, "sum", st.name, flat)
+            flat = t
         else:
-            # Sizes the kernels cannot vector-load: pad to 16 bytes with zeros.
-            padded = -(-nbytes // 16) * 16
-            pstage = st.buf[:padded].view(t.dtype)
-            pstage[:n].copy_(flat)
-            pstage[n:].zero_()
-            tmp = st.scratch[:padded].view(t.dtype)
-            self.ops.one_shot_all_reduce_out(pstage, "sum", st.name, tmp)
-            flat.copy_(tmp[:n])
+            flat = t.view(-1)
+            if fits:
+                stage = st.view(flat.shape, t.dtype)
+                stage.copy_(flat)
+                kernel = self.ops.two_shot_all_reduce_out if two_shot else \
+                    self.ops.one_shot_all_reduce_out
+                kernel(stage, "sum", st.name, flat)
+            else:
+                # Sizes the kernels cannot vector-load: pad to 16 bytes with zeros.
+                padded = -(-nbytes // 16) * 16
+                pstage = st.buf[:padded].view(t.dtype)
+                pstage[:n].copy_(flat)
+                pstage[n:].zero_()
+                tmp = st.scratch[:padded].view(t.dtype)
+                self.ops.one_shot_all_reduce_out(pstage, "sum", st.name, tmp)
+                flat.copy_(tmp[:n])
         if redop == R.AVG:
             flat.div_(g.size)
         return self._stream_work("all_reduce", nbytes, g, sync=sync)
