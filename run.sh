@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# DeepSpeed (a test dependency) installs as pure Python; its ops compile at first use.
+export DS_BUILD_OPS=0
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.

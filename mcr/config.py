@@ -19,7 +19,7 @@ def _env_float(name: str, default: float) -> float:
     return val
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, least: int = 0) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -27,8 +27,8 @@ def _env_int(name: str, default: int) -> int:
         val = int(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not an integer") from None
-    if val < 0:
-        raise ValueError(f"{name}={raw!r} must be 0 or more")
+    if val < least:
+        raise ValueError(f"{name}={raw!r} must be {least} or more")
     return val
 
 
@@ -63,6 +63,7 @@ class Config:
     nccl_ce_max_bytes: float = 64 * 2**20     # MCR_NCCL_CE_MAX_BYTES: nccl_ce window per rank
     sdma_sync: str = "kernel"             # MCR_SDMA_SYNC: kernel | memops
     sdma_graphs: int = 64                 # MCR_SDMA_GRAPHS: captured calls kept per group
+    fsdp_buffers: int = 4                 # MCR_FSDP_BUFFERS: symmetric all-gather outputs per size
 
 
 def from_env() -> Config:
@@ -88,4 +89,5 @@ def from_env() -> Config:
         nccl_ce_max_bytes=parse_bytes(os.environ.get("MCR_NCCL_CE_MAX_BYTES", "64MiB")),
         sdma_sync=_choice("MCR_SDMA_SYNC", "kernel", ("kernel", "memops")),
         sdma_graphs=_env_int("MCR_SDMA_GRAPHS", 64),
+        fsdp_buffers=_env_int("MCR_FSDP_BUFFERS", 4, least=2),
     )

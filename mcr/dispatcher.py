@@ -33,26 +33,41 @@ def describe_key(key: CallKey) -> str:
 class Dispatcher:
     """Chooses a backend per call from the rules above."""
 
-    def __init__(self, backends: dict[str, Backend], tables: TableSet, env_backend: str | None,
-                 profile: str) -> None:
+    def __init__(self, backends: dict[str, Backend], tables: TableSet,
+                 env_backend: str | None) -> None:
         self.backends = backends
         self.tables = tables
         self.env_backend = canonical(env_backend) if env_backend else None
-        self.profile = profile
         self.fallbacks: Counter[tuple[str, str, str]] = Counter()
-        self.chosen: Counter[tuple[str, str]] = Counter()  # (op, backend) decisions made
-        self._cache: dict[tuple, Backend] = {}
+        # (op, backend) -> [calls, bytes] of the decisions dropped from the cache
+        self._spilled: dict[tuple[str, str], list[int]] = {}
+        self._cache: dict[tuple, tuple[Backend, list[int]]] = {}
 
     def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
-        """Backend for this call (cached per key, group and forced name)."""
+        """Backend for this call (cached per key, group and forced name); counts the call."""
         ck = (key, group.id, forced)
-        b = self._cache.get(ck)
-        if b is None:
-            b = self._decide(key, group, forced)
+        hit = self._cache.get(ck)
+        if hit is None:
             if len(self._cache) >= _CACHE_MAX:
-                self._cache.clear()
-            self._cache[ck] = b
-        return b
+                self._spill()
+            hit = self._cache[ck] = (self._decide(key, group, forced), [0, 0])
+        n = hit[1]
+        n[0] += 1
+        n[1] += key.nbytes if key.nbytes > 0 else 0
+        return hit[0]
+
+    def served(self) -> dict[tuple[str, str], list[int]]:
+        """(op, backend) -> [calls, bytes] served since init."""
+        out = {k: list(v) for k, v in self._spilled.items()}
+        for (key, _, _), (b, (calls, nbytes)) in self._cache.items():
+            row = out.setdefault((key.op, b.name), [0, 0])
+            row[0] += calls
+            row[1] += nbytes
+        return out
+
+    def _spill(self) -> None:
+        self._spilled = self.served()
+        self._cache.clear()
 
     def _decide(self, key: CallKey, group: Group, forced: str | None) -> Backend:
         if forced is not None:
@@ -79,7 +94,6 @@ class Dispatcher:
             b = self._get(name, source)
             reason = b.decline(key, group)
             if reason is None:
-                self.chosen[(key.op, name)] += 1
                 return b
             reasons.append(f"{name} ({source}): {reason}")
             if source != "fallback":

@@ -1,10 +1,14 @@
-"""mcr's process group: the ranks, and the handle each library holds for them."""
+"""mcr's process group (the ranks, and the handle each library holds for them) and the spec
+from which the backends build those handles."""
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
+
+import torch.distributed as tdist
 
 from .errors import CallError
 
@@ -21,6 +25,7 @@ class Group:
     default_gpu: str = "nccl"
     notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no handle
     id: int = field(default_factory=lambda: next(_ids))
+    released: bool = False      # destroy_process_group(group) was called
 
     @property
     def size(self) -> int:
@@ -40,3 +45,50 @@ class Group:
 
     def __repr__(self) -> str:
         return f"Group(id={self.id}, ranks={self.ranks}, backends={sorted(self.handles)})"
+
+
+@dataclass
+class Spec:
+    """What a backend needs to build its handle for a group (Backend.bind).
+
+    Three kinds of group: the world; a group mcr.comm.new_group makes (every world rank takes
+    part in building it, as torch requires); and a torch group mcr did not make (`local`: only
+    its members take part, the first time mcr serves a call on it).
+    """
+
+    ranks: list[int]
+    me: int                     # this process's world rank
+    world_size: int
+    timeout: timedelta
+    cuda: bool
+    pg: Any = None              # the torch group these ranks already have (world, foreign)
+    local: bool = False
+    handles: dict[str, Any] = field(default_factory=dict)   # built so far, in registry order
+    notes: dict[str, str] = field(default_factory=dict)
+    _one_node: list[str | None] = field(default_factory=list)
+
+    @property
+    def member(self) -> bool:
+        """Is this process one of the ranks?"""
+        return self.me in self.ranks
+
+    def torch_group(self, backend: str, **kw: Any) -> Any:
+        """A new torch group of these ranks on `backend` (only members call it if `local`)."""
+        if self.local:
+            kw["use_local_synchronization"] = True
+        return tdist.new_group(self.ranks, timeout=self.timeout, backend=backend, **kw)
+
+    def pg_backends(self) -> str:
+        """torch's backend string of `pg` (`gloo`, `nccl`, `cpu:gloo,cuda:nccl`), or ''."""
+        return tdist.get_backend(self.pg) if self.pg is not None else ""
+
+    def one_node(self) -> str | None:
+        """Why these ranks are not one node whose GPUs all reach each other (None: they are).
+
+        Collective over the group's gloo handle on first use (members only); asked by every
+        one-node backend, computed once.
+        """
+        if not self._one_node:
+            from .topology import one_node_reason
+            self._one_node.append(one_node_reason(self.handles["gloo"], len(self.ranks)))
+        return self._one_node[0]

@@ -58,11 +58,46 @@ REDOP_NAMES = {
     tdist.ReduceOp.SUM: "sum", tdist.ReduceOp.PRODUCT: "product", tdist.ReduceOp.MIN: "min",
     tdist.ReduceOp.MAX: "max", tdist.ReduceOp.BAND: "band", tdist.ReduceOp.BOR: "bor",
     tdist.ReduceOp.BXOR: "bxor", tdist.ReduceOp.AVG: "avg",
+    tdist.ReduceOp.PREMUL_SUM: "premul_sum",
 }
+_BY_NAME = {name.upper(): op for op, name in REDOP_NAMES.items()}
+_BY_NAME["PROD"] = tdist.ReduceOp.PRODUCT
+
+
+def as_redop(op: object, what: str = "reduction") -> object:
+    """torch's reduce op for op: torch's own (kept as is: a `ReduceOp.PREMUL_SUM(factor)` keeps
+    its factor) or another library's enum of the same names (DeepSpeed's `deepspeed.comm.ReduceOp`).
+    ValueError naming the call otherwise."""
+    if op in REDOP_NAMES:  # type: ignore[operator]
+        return op
+    if type(op) is tdist.ReduceOp:
+        # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
+        return op if op.op == tdist.ReduceOp.PREMUL_SUM else op.op
+    name = getattr(op, "name", None)
+    if isinstance(name, str) and name.upper() in _BY_NAME and name.upper() != "PREMUL_SUM":
+        return _BY_NAME[name.upper()]
+    raise ValueError(f"{what}: unsupported reduce op {op!r}; use one of "
+                     f"{sorted(REDOP_NAMES.values())} (torch.distributed.ReduceOp or "
+                     "deepspeed.comm.ReduceOp)")
+
+
+def is_premul(op: object) -> bool:
+    """True for ReduceOp.PREMUL_SUM(factor)."""
+    return op == tdist.ReduceOp.PREMUL_SUM
+
+
+def premul_factor(op: object) -> object:
+    """The factor of a ReduceOp.PREMUL_SUM(factor) (a number or a one-element tensor)."""
+    factor = getattr(op, "factor", None)
+    if factor is None:
+        raise ValueError("ReduceOp.PREMUL_SUM needs a factor: use ReduceOp.PREMUL_SUM(factor)")
+    return factor
 
 
 def redop_name(op: object) -> str:
     """Short lower-case name of a torch ReduceOp (`sum`, `avg`, ...)."""
+    if type(op) is tdist.ReduceOp:
+        op = op.op
     name = REDOP_NAMES.get(op)  # type: ignore[call-overload]
     if name is None:
         raise ValueError(f"unsupported reduce op {op!r}; use one of "

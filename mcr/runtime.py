@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,8 @@ class Runtime:
     dispatcher: Dispatcher
     logger: CommsLogger
     cuda: bool
+    own_pg: bool = False        # mcr started torch.distributed, so mcr tears it down
+    init_args: tuple = ()       # what init_distributed was called with (a second call must agree)
     by_pg: dict[Any, Group] = field(default_factory=dict)
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
     # life, like the buffers): outputs inside them are keyed buffer="symmetric".
@@ -74,40 +75,6 @@ def load_tables_for(cfg: Config, cuda: bool) -> TableSet:
     if not TABLES_DIR.is_dir():
         return TableSet([])
     return load_tables(find_table_files(TABLES_DIR, system_class(cfg, cuda)), known)
-
-
-def world_group(backends: dict[str, Backend], cuda: bool, timeout: timedelta,
-                default_gpu: str) -> Group:
-    """The group of all ranks, with one communicator per available library."""
-    handles: dict[str, Any] = {}
-    world_pg = tdist.group.WORLD
-    # With CUDA the default PG is cpu:gloo,cuda:nccl; gloo object ops need a pure gloo group.
-    handles["gloo"] = tdist.new_group(backend="gloo", timeout=timeout) if cuda else world_pg
-    if cuda:
-        handles["nccl"] = world_pg
-    if not isinstance(backends["mpi"], backends_mod.Unavailable):
-        from mpi4py import MPI
-        handles["mpi"] = MPI.COMM_WORLD
-    notes: dict[str, str] = {}
-    if cuda:
-        bind_one_node(backends, handles, notes, None, timeout)
-    return Group(ranks=list(range(tdist.get_world_size())), rank=tdist.get_rank(),
-                 handles=handles, default_gpu=default_gpu, notes=notes)
-
-
-def bind_one_node(backends: dict[str, Backend], handles: dict[str, Any], notes: dict[str, str],
-                  ranks: list[int] | None, timeout: timedelta) -> None:
-    """sdma/symm/nccl_ce handles for a group (every world rank calls, as for new_group)."""
-    from .backends.nccl_ce import zero_cta_options
-    from .topology import bind
-
-    ce_pg = None
-    if not isinstance(backends.get("nccl_ce"), backends_mod.Unavailable):
-        ce_pg = tdist.new_group(ranks, timeout=timeout, backend="nccl",
-                                pg_options=zero_cta_options())
-    if "nccl" in handles:  # members only
-        size = len(ranks) if ranks is not None else tdist.get_world_size()
-        bind(backends, handles, notes, handles["nccl"], ce_pg, handles["gloo"], size)
 
 
 def check_same_tables(world: Group, tables: TableSet, cfg: Config) -> None:

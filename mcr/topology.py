@@ -1,4 +1,4 @@
-"""Which groups the one-node GPU backends (sdma, symm, nccl_ce) may bind to."""
+"""Whether the ranks of a group share one node with peer access (sdma, symm, nccl_ce need it)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,6 @@ from typing import Any
 
 import torch
 import torch.distributed as tdist
-
-from .backends import Backend, Unavailable
-
-ONE_NODE = ("sdma", "symm", "nccl_ce")
 
 
 def one_node_reason(gloo_pg: Any, size: int) -> str | None:
@@ -34,22 +30,3 @@ def one_node_reason(gloo_pg: Any, size: int) -> str | None:
     if not all(verdicts):
         return "not every pair of the group's GPUs has peer (NVLink/PCIe P2P) access"
     return None
-
-
-def bind(backends: dict[str, Backend], handles: dict[str, Any], notes: dict[str, str],
-         nccl_pg: Any, ce_pg: Any, gloo_pg: Any, size: int) -> None:
-    """Add sdma/symm/nccl_ce handles for a group, or a note saying why not (collective)."""
-    wanted = [n for n in ONE_NODE if not isinstance(backends.get(n), Unavailable)]
-    if not wanted or nccl_pg is None:
-        return
-    reason = one_node_reason(gloo_pg, size)
-    for n in wanted:
-        if reason:
-            notes[n] = reason
-        elif n == "nccl_ce":
-            if ce_pg is None:
-                notes[n] = "no zero-CTA NCCL communicator (needs NCCL >= 2.28)"
-            else:
-                handles[n] = ce_pg
-        else:
-            handles[n] = nccl_pg

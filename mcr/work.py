@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as tdist
 
 from .errors import McrTimeoutError
 
@@ -135,8 +136,12 @@ class StreamDone:
         raise NotImplementedError("this backend's work has no torch future; use wait()")
 
 
-class Work:
-    """Handle of one collective or point-to-point call, whatever library runs it."""
+class Work(tdist.Work):
+    """Handle of one collective or point-to-point call, whatever library runs it.
+
+    A torch.distributed.Work, so that frameworks which wait only on those (FSDP2's async
+    all-gather) wait on it; its wait() follows the synchronization rules above for each library.
+    """
 
     __slots__ = ("op", "backend", "nbytes", "group_size", "_torch", "_reqs", "_stream",
                  "_after", "_done", "_t0", "_mpi_test", "source", "_keep")
@@ -145,6 +150,7 @@ class Work:
                  torch_work: Any = None, mpi_requests: list | None = None,
                  mpi_test: Callable[[list], bool] | None = None, stream_ordered: bool = False,
                  after: list[Callable[[], None]] | None = None, keep: tuple = ()) -> None:
+        super().__init__()
         self.op = op
         self.backend = backend
         self.nbytes = nbytes
@@ -240,3 +246,27 @@ class Work:
         if self._torch is None:
             raise NotImplementedError(f"{self.describe()}: no torch future for this backend")
         return self._torch.get_future()
+
+    def block_current_stream(self) -> None:
+        """The caller's current stream waits for the op (torch's name for a stream wait)."""
+        self.wait()
+
+    def exception(self) -> Any:
+        """mcr raises a library's failure from wait(); nothing is kept here."""
+        return None
+
+    def is_success(self) -> bool:
+        """True once completed: a failure raises from wait() instead."""
+        return self.is_completed()
+
+    def source_rank(self) -> int:
+        """Group rank of the sender of a receive from any source."""
+        if self.source is not None:
+            return self.source()
+        if self._torch is not None:
+            return self._torch.source_rank()
+        raise RuntimeError(f"{self.describe()}: source_rank() is for receives only")
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else "pending"
+        return f"<mcr Work {self.describe()}, {state}>"

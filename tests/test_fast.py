@@ -23,7 +23,8 @@ def test_sdma_declines_by_key() -> None:
     """sdma names what it cannot serve, from rank-invariant fields only."""
     be = SdmaBackend(from_env(), "cuda")
     assert "GPU tensors" in be.decline_key(_key("all_gather", 64, device="cpu"))
-    assert "all_reduce" in be.decline_key(_key("all_reduce", 64))
+    served = Group(ranks=[0, 1], rank=0, handles={"sdma": object()})
+    assert "does not implement all_reduce" in be.decline(_key("all_reduce", 64), served)
     assert "equal-split" in be.decline_key(_key("all_to_all", -1))
     assert "integer" in be.decline_key(_key("reduce_scatter", 64, torch.int32,
                                             redop=tdist.ReduceOp.AVG))

@@ -205,7 +205,7 @@ def test_dispatcher_order_and_fallback(tmp_path):
     g = Group(ranks=[0, 1], rank=0, handles={"gloo": object()})
     key = CallKey("all_reduce", 2, 4096, torch.float32, "cpu", torch.distributed.ReduceOp.SUM,
                   "standalone")
-    d = Dispatcher(backends, ts, None, "standalone")
+    d = Dispatcher(backends, ts, None)
     assert d.choose(key, g).name == "gloo"                       # table's nccl declines
     assert ("table", "nccl", "CUDA is not available") in {
         (s, n, r) for (s, n, r) in d.fallbacks}
@@ -213,7 +213,7 @@ def test_dispatcher_order_and_fallback(tmp_path):
         d.choose(key, g, forced="mpi")
     with pytest.raises(BackendUnavailable, match="unknown backend 'ucc'"):
         d.choose(key, g, forced="ucc")
-    d2 = Dispatcher(backends, ts, "mpi", "standalone")            # MCR_BACKEND declines too
+    d2 = Dispatcher(backends, ts, "mpi")            # MCR_BACKEND declines too
     assert d2.choose(key, g).name == "gloo"
     assert d.choose(key, g) is d.choose(key, g)                  # cached
 
@@ -233,6 +233,6 @@ def test_dispatcher_picks_symmetric_rules_by_key(tmp_path):
     backends = {"gloo": GlooBackend(), "mpi": MpiBackend(from_env())}
     g = Group(ranks=[0, 1], rank=0, handles={"gloo": object(), "mpi": object()})
     plain = CallKey("all_gather", 2, 4096, torch.float32, "cpu", None, "standalone")
-    d = Dispatcher(backends, ts, None, "standalone")
+    d = Dispatcher(backends, ts, None)
     assert d.choose(plain, g).name == "gloo"
     assert d.choose(plain._replace(buffer="symmetric"), g).name == "mpi"

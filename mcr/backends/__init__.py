@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..config import Config
-from ..groups import Group
+from ..groups import Group, Spec
 from ..ops import CallKey
 from .base import HOST, STREAM, Backend
 
-# Every name a table or a call may use; aliases map to the implementing backend.
+# Every backend, in the order groups bind them (gloo first: the others' checks run over it;
+# the one-node GPU backends after nccl, whose group they share). Aliases map to the
+# implementing backend.
+ORDER = ("gloo", "nccl", "mpi", "nccl_ce", "sdma", "symm")
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
-NAMES = frozenset({"gloo", "nccl", "mpi", "sdma", "nccl_ce", "symm"})
+NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
 
 
@@ -30,20 +34,14 @@ class Unavailable(Backend):
         self.name = name
         self.reason = reason
 
+    def bind(self, spec: Spec) -> Any:
+        """No handle; the note says why."""
+        spec.notes[self.name] = self.reason
+        return None
+
     def decline(self, key: CallKey, group: Group) -> str | None:
         """Always: the reason it is unavailable."""
         return self.reason
-
-    def decline_key(self, key: CallKey) -> str | None:
-        """Always: the reason it is unavailable."""
-        return self.reason
-
-    def _never(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError(f"backend {self.name} is unavailable: {self.reason}")
-
-    all_reduce = all_gather = reduce_scatter = all_to_all = broadcast = reduce = _never
-    gather = scatter = send = recv = barrier = _never
-    broadcast_object_list = all_gather_object = _never
 
 
 def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
@@ -64,7 +62,27 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
                                      "pip install 'mcr[mpi]'")
     out.update(_gpu_backends(cfg) if cuda else
                {n: Unavailable(n, "CUDA is not available") for n in ("sdma", "nccl_ce", "symm")})
-    return out
+    return {n: out[n] for n in ORDER}
+
+
+def bind_group(backends: dict[str, Backend], spec: Spec, default_gpu: str) -> Group:
+    """A Group with every backend's handle for spec's ranks (collective: see Spec)."""
+    for name, b in backends.items():
+        h = b.bind(spec)
+        if h is not None:
+            spec.handles[name] = h
+    member = spec.member
+    return Group(ranks=spec.ranks, rank=spec.ranks.index(spec.me) if member else -1,
+                 handles=spec.handles if member else {}, default_gpu=default_gpu,
+                 notes=spec.notes)
+
+
+def release_group(backends: dict[str, Backend], group: Group, world: bool) -> None:
+    """Free what bind_group made for group; it serves nothing afterwards."""
+    for name, h in group.handles.items():
+        backends[name].release(h, world)
+    group.handles.clear()
+    group.released = True
 
 
 def _gpu_backends(cfg: Config) -> dict[str, Backend]:
@@ -109,5 +127,5 @@ def _gpu_backends(cfg: Config) -> dict[str, Backend]:
     return out
 
 
-__all__ = ["ALIASES", "HOST", "KNOWN", "NAMES", "STREAM", "Backend", "Unavailable", "build",
-           "canonical"]
+__all__ = ["ALIASES", "HOST", "KNOWN", "NAMES", "ORDER", "STREAM", "Backend", "Unavailable",
+           "bind_group", "build", "canonical", "release_group"]

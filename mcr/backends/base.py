@@ -2,31 +2,58 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
+import torch.distributed as tdist
 
-from ..groups import Group
-from ..ops import CallKey
+from ..groups import Group, Spec
+from ..ops import OPS, CallKey, is_premul
 from ..work import StreamDone, StreamId, Work
 
 STREAM = "stream"  # enqueues on a GPU stream and returns (NCCL, copy engines, symmetric memory)
 HOST = "host"      # progressed by the host (Gloo, MPI)
 
 
-class Backend(ABC):
+class Backend:
     """One communication library behind mcr's primitive ops.
 
-    Tensors handed to a backend are contiguous, their sizes already checked by mcr.comm; ranks
-    (root, peer) are group ranks. Every op returns a Work, never blocks unless the library must.
-    `sync=True` says the caller completes the Work right away on the stream it issued on (a
-    synchronous call): a backend may then skip what only an asynchronous handle needs.
+    A backend states the ops it serves once (`serves`); the dispatcher never sends it others, and
+    the defaults below refuse them. Tensors handed to a backend are contiguous, their sizes
+    already checked by mcr.comm; ranks (root, peer) are group ranks. Every op returns a Work,
+    never blocks unless the library must. `sync=True` says the caller completes the Work right
+    away on the stream it issued on (a synchronous call): a backend may then skip what only an
+    asynchronous handle needs.
     """
 
     name: str = ""
     domain: str = HOST
+    serves: frozenset[str] = frozenset(OPS)
+    # Reduces with ReduceOp.PREMUL_SUM(factor) itself; others get the input pre-multiplied by
+    # mcr.comm and reduce with SUM.
+    native_premul: bool = False
 
+    # -- handles -------------------------------------------------------------------------
+    def bind(self, spec: Spec) -> Any:
+        """This library's handle for the group `spec` describes, or None (with the reason in
+        spec.notes). Called in registry order on every rank that takes part in building the
+        group (see Spec), members or not, so that collective constructors line up."""
+        return None
+
+    def release(self, handle: Any, world: bool) -> None:
+        """Free a handle bind() made (destroy_process_group); the world's at shutdown."""
+
+    def _bind_one_node(self, spec: Spec, handle: Any) -> Any:
+        """handle if the group's ranks are one node with peer access, else None and a note."""
+        if not spec.member or handle is None:
+            return None
+        reason = spec.one_node()
+        if reason:
+            spec.notes[self.name] = reason
+            return None
+        return handle
+
+    # -- decisions -----------------------------------------------------------------------
     def decline(self, key: CallKey, group: Group) -> str | None:
         """Why this backend cannot serve the call, or None if it can.
 
@@ -36,7 +63,15 @@ class Backend(ABC):
         if self.name not in group.handles:
             return group.notes.get(self.name) or \
                 f"group {group.ranks} has no {self.name} communicator"
+        if key.op not in self.serves:
+            return f"{self.name} does not implement {key.op}"
+        if key.redop is not None and not self.native_premul and is_premul(key.redop):
+            key = key._replace(redop=tdist.ReduceOp.SUM)
         return self.decline_key(key)
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """Backend-specific reasons to decline (device, dtype, reduce op, size)."""
+        return None
 
     def _stream_work(self, op: str, nbytes: int, g: Group,
                      stream: StreamId | None = None, sync: bool = False) -> Work:
@@ -49,64 +84,72 @@ class Backend(ABC):
                     torch_work=StreamDone(stream),
                     stream_ordered=True)
 
-    @abstractmethod
-    def decline_key(self, key: CallKey) -> str | None:
-        """Backend-specific reasons to decline (device, dtype, reduce op, size)."""
+    def _refuse(self, op: str) -> Work:
+        raise NotImplementedError(f"backend {self.name} does not implement {op} (it serves "
+                                  f"{sorted(self.serves)}); the dispatcher should not send it")
 
-    @abstractmethod
+    # -- ops (each backend overrides those in `serves`) ------------------------------------
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t."""
+        return self._refuse("all_reduce")
 
-    @abstractmethod
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
                    sync: bool = False) -> Work:
         """out (group size x inp, flat) <- every rank's inp in rank order."""
+        return self._refuse("all_gather")
 
-    @abstractmethod
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
                        sync: bool = False) -> Work:
         """out <- this rank's block of the reduction of every rank's inp."""
+        return self._refuse("reduce_scatter")
 
-    @abstractmethod
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
                    in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
         """Block i of inp goes to rank i; counts are elements per rank, flat buffers."""
+        return self._refuse("all_to_all")
 
-    @abstractmethod
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """t on every rank <- t on root."""
+        return self._refuse("broadcast")
 
-    @abstractmethod
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
                sync: bool = False) -> Work:
         """t on root <- reduction of every rank's t (others' t unspecified, as in torch)."""
+        return self._refuse("reduce")
 
-    @abstractmethod
     def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,
                sync: bool = False) -> Work:
         """out on root (flat, group size x inp) <- every rank's inp."""
+        return self._refuse("gather")
 
-    @abstractmethod
     def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
                 sync: bool = False) -> Work:
         """out on every rank <- its block of inp (flat) on root."""
+        return self._refuse("scatter")
 
-    @abstractmethod
     def send(self, t: torch.Tensor, peer: int, tag: int, g: Group) -> Work:
         """Non-blocking send of t to peer."""
+        return self._refuse("send")
 
-    @abstractmethod
     def recv(self, t: torch.Tensor, peer: int | None, tag: int, g: Group) -> Work:
         """Non-blocking receive into t from peer (None: any source)."""
+        return self._refuse("recv")
 
-    @abstractmethod
+    def batch_p2p(self, items: list[tuple[str, torch.Tensor, int, int, Group]]) -> list[Work]:
+        """Start sends ("isend") and receives ("irecv") of (kind, tensor, peer, tag, group) as
+        one batch. The default issues each: right for libraries whose sends and receives never
+        block one another (host-progressed ones)."""
+        return [self.send(t, peer, tag, g) if kind == "isend" else self.recv(t, peer, tag, g)
+                for kind, t, peer, tag, g in items]
+
     def barrier(self, g: Group, *, sync: bool = False) -> Work:
         """Every rank has reached this point."""
+        return self._refuse("barrier")
 
-    @abstractmethod
     def broadcast_object_list(self, objs: list[Any], root: int, g: Group) -> None:
         """objs on every rank <- objs on root (pickled)."""
+        self._refuse("broadcast_object_list")
 
-    @abstractmethod
     def all_gather_object(self, out: list[Any], obj: Any, g: Group) -> None:
         """out[i] <- obj of rank i (pickled)."""
+        self._refuse("all_gather_object")

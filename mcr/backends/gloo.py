@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import torch.distributed as tdist
+from typing import Any
 
+from ..groups import Spec
 from ..ops import DEVICELESS, CallKey
 from .base import HOST
 from .torch_pg import TorchPGBackend
@@ -15,10 +16,15 @@ class GlooBackend(TorchPGBackend):
     name = "gloo"
     domain = HOST
 
+    def bind(self, spec: Spec) -> Any:
+        """The ranks' own torch group if it is pure Gloo (object ops need one), else a new
+        Gloo group."""
+        if spec.pg_backends() == "gloo":
+            return spec.pg
+        return spec.torch_group("gloo")
+
     def decline_key(self, key: CallKey) -> str | None:
         """Gloo in mcr serves CPU tensors; GPU tensors go to nccl or mpi."""
         if key.device != "cpu" and key.op not in DEVICELESS:
             return f"gloo serves CPU tensors only, not {key.device}"
-        if key.redop is not None and key.redop == tdist.ReduceOp.PREMUL_SUM:
-            return "gloo has no premul_sum"
         return None

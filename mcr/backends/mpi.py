@@ -17,7 +17,7 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..groups import Group
+from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..work import PROGRESS_HOOKS, Work, poll_until, wait_event
 from .base import HOST, Backend
@@ -62,6 +62,21 @@ class MpiBackend(Backend):
         self._bitwise = {R.BAND, R.BOR, R.BXOR}
         self._ordered = {R.MIN, R.MAX}
         PROGRESS_HOOKS.append(self._progress)
+
+    def bind(self, spec: Spec) -> Any:
+        """COMM_WORLD for the world in rank order, else a communicator made by the members
+        alone (MPI_Comm_create_group)."""
+        if not spec.member:
+            return None
+        world = self.MPI.COMM_WORLD
+        if spec.ranks == list(range(world.size)):
+            return world
+        return world.Create_group(world.group.Incl(spec.ranks))
+
+    def release(self, handle: Any, world: bool) -> None:
+        """Free a communicator bind() created."""
+        if handle is not self.MPI.COMM_WORLD and handle != self.MPI.COMM_NULL:
+            handle.Free()
 
     def _progress(self) -> None:
         # Any MPI call drives Open MPI's progress engine, which moves our peers' pending messages.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as tdist
 
+from ..groups import Spec
 from ..ops import DEVICELESS, CallKey
 from .base import STREAM
 from .torch_pg import TorchPGBackend
@@ -17,6 +20,13 @@ class NcclBackend(TorchPGBackend):
 
     name = "nccl"
     domain = STREAM
+    native_premul = True
+
+    def bind(self, spec: Spec) -> Any:
+        """The ranks' own torch group if it runs NCCL for CUDA tensors, else a new one."""
+        if "nccl" in spec.pg_backends():
+            return spec.pg
+        return spec.torch_group("nccl")
 
     def decline_key(self, key: CallKey) -> str | None:
         """NCCL serves CUDA tensors (and barriers); it has no bitwise or bool reductions."""

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..groups import Group
+from ..groups import Group, Spec
 from ..ops import ALL_GATHER, ALL_TO_ALL, CallKey
 from ..spans import Spans
 from ..work import Work
@@ -59,6 +59,7 @@ class NcclCeBackend(Backend):
 
     name = "nccl_ce"
     domain = STREAM
+    serves = frozenset({ALL_GATHER, ALL_TO_ALL})
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -68,11 +69,15 @@ class NcclCeBackend(Backend):
         """CUDA all-gather and equal all-to-all."""
         if key.device != "cuda":
             return f"nccl_ce serves GPU tensors only, not {key.device}"
-        if key.op not in (ALL_GATHER, ALL_TO_ALL):
-            return f"nccl_ce serves all-gather and all-to-all, not {key.op}"
         if key.op == ALL_TO_ALL and key.nbytes < 0:
             return "nccl_ce serves equal-split all-to-all only"
         return None
+
+    def bind(self, spec: Spec) -> Any:
+        """A second NCCL communicator of the ranks with the zero-CTA policy, one node only
+        (every rank that builds the group creates it, as torch requires)."""
+        pg = spec.torch_group("nccl", pg_options=zero_cta_options())
+        return self._bind_one_node(spec, pg)
 
     def _win(self, g: Group) -> _Windows:
         w = self._groups.get(g.id)
@@ -126,8 +131,3 @@ class NcclCeBackend(Backend):
         """Equal-split all_to_all_single on the zero-CTA communicator."""
         return self._run(ALL_TO_ALL, out, inp, g, sync)
 
-    def _no(self, *args: object, **kwargs: object) -> Work:
-        raise NotImplementedError("nccl_ce serves all-gather and all-to-all only")
-
-    all_reduce = reduce_scatter = broadcast = reduce = gather = scatter = _no
-    send = recv = barrier = broadcast_object_list = all_gather_object = _no

@@ -13,14 +13,13 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..groups import Group
+from ..groups import Group, Spec
 from ..ops import ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER, CallKey
 from ..work import Work
 from .base import STREAM, Backend
 from .ce_engine import CeGroup, Send, _zero_copy_token, check_token_room, rounds, symm_empty
 
 R = tdist.ReduceOp
-SERVED = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER})
 _REDUCE = {R.SUM: "sum", R.AVG: "avg", R.MAX: "amax", R.MIN: "amin", R.PRODUCT: "prod"}
 
 
@@ -42,6 +41,7 @@ class SdmaBackend(Backend):
 
     name = "sdma"
     domain = STREAM
+    serves = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER})
 
     def __init__(self, cfg: Config, engine: str) -> None:
         self.cfg = cfg
@@ -53,8 +53,6 @@ class SdmaBackend(Backend):
         """Serves CUDA tensors for all-gather, even all-to-all, broadcast, reduce-scatter."""
         if key.device != "cuda":
             return f"sdma serves GPU tensors only, not {key.device}"
-        if key.op not in SERVED:
-            return f"sdma does not implement {key.op}"
         if key.op == ALL_TO_ALL and key.nbytes < 0:
             return "sdma serves equal-split all-to-all only"
         if key.op == REDUCE_SCATTER:
@@ -70,6 +68,10 @@ class SdmaBackend(Backend):
             if key.op == ALL_TO_ALL and key.nbytes % (4 * key.group_size):
                 return "mori all-to-all moves 32-bit words: bytes per rank must divide by 4"
         return None
+
+    def bind(self, spec: Spec) -> Any:
+        """The group's NCCL group (symmetric-memory rendezvous runs over it), one node only."""
+        return self._bind_one_node(spec, spec.handles.get("nccl"))
 
     def decline(self, key: CallKey, group: Group) -> str | None:
         """Also declines groups whose ranks are not one node with peer access (see Group.notes)."""
@@ -263,11 +265,3 @@ class SdmaBackend(Backend):
         es = flat_out.element_size()
         blocks = st.transit[base:base + st.n * ln].view(dtype).view(st.n, ln // es)
         _reduce_blocks(blocks, redop, flat_out[o // es:(o + ln) // es])
-
-    # -- what sdma does not serve (the dispatcher never sends these here) --------------------
-    def _no(self, *args: object, **kwargs: object) -> Work:
-        raise NotImplementedError("sdma serves all-gather, all-to-all, broadcast, "
-                                  "reduce-scatter only")
-
-    all_reduce = reduce = gather = scatter = send = recv = barrier = _no
-    broadcast_object_list = all_gather_object = _no

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..groups import Group
+from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
 from ..work import Work
 from .base import STREAM, Backend
@@ -58,6 +58,7 @@ class SymmBackend(Backend):
 
     name = "symm"
     domain = STREAM
+    serves = frozenset({ALL_REDUCE})
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -70,8 +71,6 @@ class SymmBackend(Backend):
         """All-reduce, sum/avg, bf16/fp32, CUDA, at most MCR_SYMM_MAX_BYTES, 2..8 ranks."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
-        if key.op != ALL_REDUCE:
-            return f"symm implements all_reduce only, not {key.op}"
         if key.redop not in (R.SUM, R.AVG):
             return "symm kernels reduce with sum (avg = sum / n) only"
         if key.dtype not in DTYPES:
@@ -82,6 +81,10 @@ class SymmBackend(Backend):
         if not 2 <= key.group_size <= 8:
             return f"symm kernels are built for 2 to 8 ranks, not {key.group_size}"
         return None
+
+    def bind(self, spec: Spec) -> Any:
+        """The group's NCCL group (symmetric-memory rendezvous runs over it), one node only."""
+        return self._bind_one_node(spec, spec.handles.get("nccl"))
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t through the staging buffer."""
@@ -119,9 +122,3 @@ class SymmBackend(Backend):
         if redop == R.AVG:
             flat.div_(g.size)
         return self._stream_work("all_reduce", nbytes, g, sync=sync)
-
-    def _no(self, *args: object, **kwargs: object) -> Work:
-        raise NotImplementedError("symm serves all_reduce only")
-
-    all_gather = reduce_scatter = all_to_all = broadcast = reduce = gather = scatter = _no
-    send = recv = barrier = broadcast_object_list = all_gather_object = _no

@@ -47,7 +47,7 @@ elif scenario == "local":
                                                                       dtype=torch.float64), x),
            "dtype", "float64")
     expect(CallError, lambda: dist.reduce_scatter_tensor(torch.empty(3), x),
-           "reduce_scatter_tensor", "input_tensor")
+           "reduce_scatter_tensor", "tensor has 10 elements", "group size x output_tensor")
     expect(CallError, lambda: dist.all_to_all_single(torch.empty(10), x, [1] * n, [2] * n),
            "split_sizes")
     expect(CallError, lambda: dist.all_reduce([1, 2, 3]), "torch.Tensor", "list")
@@ -60,9 +60,17 @@ elif scenario == "local":
     expect(BackendUnavailable, lambda: dist.all_reduce(x, backend="nccl"),
            "nccl", "CUDA")
     expect(ValueError, lambda: dist.all_reduce(x, op="sum"), "reduce op")
+    expect(TypeError, lambda: dist.all_reduce(x, sync_op=True), "sync_op")
+    expect(TypeError, lambda: dist.all_gather_into_tensor(torch.empty(10 * n), input_tensor=x),
+           "input_tensor")
     sub = dist.new_group([0])
     if rank != 0:
         expect(CallError, lambda: dist.all_reduce(x, group=sub), "not a member")
+        assert dist.get_rank(sub) == -1
+    gone = dist.new_group(list(range(n)))
+    dist.all_reduce(torch.ones(2), group=gone)
+    dist.destroy_process_group(gone)
+    expect(CallError, lambda: dist.all_reduce(x, group=gone), "destroyed")
     dist.barrier()
 elif scenario == "check_sizes":
     os.environ["MCR_CHECK"] = "1"

@@ -1,0 +1,163 @@
+"""FSDP2: comm objects that send FSDP2's all-gathers and reduce-scatters through mcr.
+
+One line after `fully_shard`::
+
+    import mcr.integrations.fsdp; mcr.integrations.fsdp.install(model)
+
+sets them on every FSDPModule of the model (`set_custom_all_gather` /
+`set_custom_reduce_scatter`). All-gather outputs come from mcr's symmetric memory where the
+group's copy-engine backend can allocate it (GPUs of one node), so a copy-engine all-gather writes
+straight into FSDP2's buffer; they run under the `overlap` table profile (FSDP2 overlaps them with
+compute). Reduce-scatters take SUM, AVG and PREMUL_SUM (a gradient divide factor). Async results
+are torch.distributed.Work objects, which FSDP2 waits on.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather as _AllGatherApi
+from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _ReduceScatterApi
+
+from .. import bypass, runtime
+from .. import comm as mcr
+from ..errors import CallError
+
+PROFILE = "overlap"
+
+
+class _Slot:
+    """One symmetric buffer of a ring, and who holds it."""
+
+    def __init__(self, buf: torch.Tensor) -> None:
+        self.buf = buf
+        self.holder: weakref.ref | None = None
+        self.released: torch.cuda.Event | None = None
+
+    def release(self) -> None:
+        # The holder died on the stream that used it last (FSDP2 copies the output out on the
+        # stream it then drops it from): later users wait for what that stream queued so far.
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.current_stream(self.buf.device))
+        self.released, self.holder = ev, None
+
+
+class SymmetricRing:
+    """Symmetric buffers for one group's all-gather outputs, reused in FSDP2's order.
+
+    Peers write into these buffers, so every rank must hand out the same buffer for the same
+    call. FSDP2 asks for all-gather outputs in the same order on every rank: each size gets
+    `slots` buffers, allocated together (collectively) the first time it is asked for, then
+    handed out round-robin. A buffer goes out again only after its previous holder was dropped;
+    the new holder's stream waits for the stream that dropped it.
+    """
+
+    def __init__(self, group: Any, slots: int) -> None:
+        self.group = group
+        self.slots = slots
+        self._rings: dict[tuple[int, torch.dtype], list[_Slot]] = {}
+        self._next: dict[tuple[int, torch.dtype], int] = {}
+
+    def take(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        """A buffer of numel elements of dtype from this group's symmetric memory."""
+        key = (numel, dtype)
+        ring = self._rings.get(key)
+        if ring is None:
+            ring = self._rings[key] = [
+                _Slot(mcr.symmetric_empty(numel, dtype=dtype, group=self.group))
+                for _ in range(self.slots)]
+            self._next[key] = 0
+        i = self._next[key]
+        self._next[key] = (i + 1) % self.slots
+        slot = ring[i]
+        if slot.holder is not None and slot.holder() is not None:
+            raise CallError(f"mcr FSDP2 all-gather: more than {self.slots} outputs of "
+                            f"{numel} x {dtype} are alive at once; raise MCR_FSDP_BUFFERS")
+        if slot.released is not None:
+            torch.cuda.current_stream(slot.buf.device).wait_event(slot.released)
+            slot.released = None
+        t = slot.buf[:]          # a new tensor object per holder, so its death is its release
+        slot.holder = weakref.ref(t)
+        weakref.finalize(t, slot.release)
+        return t
+
+
+class AllGather(_AllGatherApi):
+    """FSDP2 all-gather through mcr (zero-copy into symmetric memory where possible)."""
+
+    def __init__(self, group: Any = None, profile: str = PROFILE) -> None:
+        self.group = group
+        self.profile = profile
+        self._ring: SymmetricRing | None | bool = None   # False: plain buffers
+
+    def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+        """The all-gather output: symmetric memory on GPUs of one node, else torch.empty."""
+        if self._ring is None:
+            ok = device.type == "cuda" and mcr.can_allocate_symmetric(self.group)
+            self._ring = SymmetricRing(self.group, runtime.get().cfg.fsdp_buffers) if ok \
+                else False
+        if self._ring is False:
+            return torch.empty(*size, dtype=dtype, device=device)
+        numel = 1
+        for s in size:
+            numel *= int(s)
+        return self._ring.take(numel, dtype).view(*size)
+
+    def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor,
+                 group: tdist.ProcessGroup, async_op: bool = False) -> Any:
+        """mcr.comm.all_gather_into_tensor under this object's table profile."""
+        with mcr.profile(self.profile):
+            return mcr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+
+
+class ReduceScatter(_ReduceScatterApi):
+    """FSDP2 reduce-scatter through mcr (SUM, AVG, PREMUL_SUM)."""
+
+    def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+        """Plain memory: reduce-scatter inputs are read, not written, by peers."""
+        return torch.empty(*size, dtype=dtype, device=device)
+
+    def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor,
+                 group: tdist.ProcessGroup, op: Any, async_op: bool = False) -> Any:
+        """mcr.comm.reduce_scatter_tensor."""
+        return mcr.reduce_scatter_tensor(output_tensor, input_tensor, op, group, async_op)
+
+
+def _param_groups(module: Any) -> list[Any]:
+    state = module._get_fsdp_state()
+    groups = getattr(state, "_fsdp_param_groups", None)     # torch >= 2.12
+    if groups is None:
+        groups = [state._fsdp_param_group]
+    return [g for g in groups if g is not None]
+
+
+def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: bool = True
+            ) -> int:
+    """Set mcr's comm objects on every FSDPModule of model that holds parameters; returns how
+    many modules got them. Call after fully_shard, before the first forward."""
+    from torch.distributed.fsdp import FSDPModule
+    if not runtime._RT:
+        mcr.init_distributed(verbose=False)
+    n = 0
+    for m in model.modules():
+        if not isinstance(m, FSDPModule):
+            continue
+        groups = _param_groups(m)
+        if not groups:
+            continue
+        if all_gather:
+            m.set_custom_all_gather(AllGather(groups[0].mesh_info.shard_process_group))
+        if reduce_scatter:
+            m.set_custom_reduce_scatter(ReduceScatter())
+        n += 1
+    if n == 0:
+        raise CallError("mcr.integrations.fsdp.install: the model has no FSDPModule with "
+                        "parameters; call it after fully_shard(...)")
+    bypass.install()
+    return n

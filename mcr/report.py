@@ -1,0 +1,55 @@
+"""What mcr did, for log_summary: calls and bytes per op and library, fallbacks, calls that
+bypassed mcr, and per-call times where timing is on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import bypass
+from .runtime import Runtime
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def rows(rt: Runtime) -> list[dict[str, Any]]:
+    """One dict per (op, library) served (kind "served"), per call that bypassed mcr (kind
+    "bypass"), and per (op, library, size bucket) timed (kind "timed", with timing on)."""
+    out: list[dict[str, Any]] = [
+        {"kind": "served", "op": op, "backend": b, "count": calls, "bytes": nbytes}
+        for (op, b), (calls, nbytes) in sorted(rt.dispatcher.served().items())]
+    out += [{"kind": "bypass", "op": op, "backend": api, "count": calls, "bytes": nbytes}
+            for (api, op), (calls, nbytes) in sorted(bypass.COUNTS.items())]
+    out += [dict(r, kind="timed") for r in rt.logger.rows()]
+    return out
+
+
+def summary(rt: Runtime) -> str:
+    """The rows as text for a person (rank 0's view; every rank makes the same calls)."""
+    served = rt.dispatcher.served()
+    lines = [f"mcr summary: {rt.world.size} ranks; tables: {rt.tables.describe()}",
+             f"{'op':<16}{'library':<10}{'calls':>10}{'bytes':>12}"]
+    total = 0
+    for (op, b), (calls, nbytes) in sorted(served.items()):
+        lines.append(f"{op:<16}{b:<10}{calls:>10}{_human(nbytes):>12}")
+        total += calls
+    missed = sum(c for c, _ in bypass.COUNTS.values())
+    if total + missed:
+        lines.append(f"served by mcr: {total} of {total + missed} calls "
+                     f"({100 * total / (total + missed):.1f}%)")
+    for (api, op), (calls, nbytes) in sorted(bypass.COUNTS.items()):
+        lines.append(f"bypassed mcr: {api}.{op}: {calls} calls, {_human(nbytes)} "
+                     "(largest tensor per call)")
+    for (source, name, reason), n in sorted(rt.dispatcher.fallbacks.items()):
+        lines.append(f"fallback x{n}: {source} chose {name}: {reason}")
+    if rt.logger.stats:
+        lines.append("per-call times (MCR_LOG / configure(enabled=True)):")
+        lines.append(rt.logger.summary())
+    return "\n".join(lines)
+
+
+__all__ = ["rows", "summary"]

@@ -1,0 +1,254 @@
+"""Process and group lifecycle: init_distributed, destroy_process_group, new_group, and the mcr
+Group that serves a call's `group` argument (an mcr group or any torch ProcessGroup)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+from . import backends as backends_mod
+from . import runtime, work
+from .config import Config, from_env
+from .dispatcher import Dispatcher
+from .errors import CallError
+from .groups import Group, Spec
+from .launch import Launch, discover, launched_by_mpi, rendezvous_env
+from .logger import CommsLogger
+
+_DIST_BACKENDS = ("gloo", "nccl", "rccl", "mpi")
+
+
+def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool = True,
+                     distributed_port: int | None = None, verbose: bool = True,
+                     timeout: timedelta | None = None, init_method: str | None = None,
+                     dist_init_required: bool | None = None, config: Any = None,
+                     rank: int = -1, world_size: int = -1) -> None:
+    """Start mcr under torchrun, mpirun/mpiexec or alone (on top of torch.distributed if it is
+    already initialized); load tables; check that ranks agree. A second call is a no-op if its
+    arguments agree with the first, else an error."""
+    args = (dist_backend, init_method, rank, world_size)
+    if runtime._RT:
+        first = runtime.get().init_args
+        if first and any(a is not None and a != -1 and a != b for a, b in zip(args, first)):
+            raise CallError(f"init_distributed: already initialized with (dist_backend, "
+                            f"init_method, rank, world_size) = {first}; called again with {args}")
+        return
+    cfg = from_env()
+    if dist_backend is not None and dist_backend not in _DIST_BACKENDS:
+        raise ValueError(f"init_distributed: dist_backend {dist_backend!r} is not one of "
+                         f"{', '.join(_DIST_BACKENDS)}")
+    launch = discover()
+    if rank >= 0:
+        launch.rank = rank
+    if world_size > 0:
+        launch.world_size = world_size
+    if launch.launcher == "mpi" and not auto_mpi_discovery:
+        launch.launcher = "single" if launch.world_size == 1 else launch.launcher
+    own_pg = not tdist.is_initialized()
+    cuda = torch.cuda.is_available()
+    pg_timeout = timeout or timedelta(seconds=cfg.timeout_s)
+    if cuda:
+        # Before any group is bound: one-node checks and NCCL groups use the current device.
+        torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
+    if own_pg:
+        rendezvous_env(launch, distributed_port)
+        tdist.init_process_group("cpu:gloo,cuda:nccl" if cuda else "gloo",
+                                 init_method=init_method, timeout=pg_timeout,
+                                 rank=launch.rank, world_size=launch.world_size)
+    else:
+        launch.rank, launch.world_size = tdist.get_rank(), tdist.get_world_size()
+    try:
+        rt = _setup(cfg, launch, cuda, pg_timeout, dist_backend)
+    except BaseException:
+        # Leave nothing half-built: a live gloo group aborts the interpreter at exit.
+        work.PROGRESS_HOOKS.clear()
+        if own_pg:
+            tdist.destroy_process_group()
+        raise
+    rt.own_pg, rt.init_args = own_pg, args
+    runtime.install(rt)
+    if verbose and launch.rank == 0:
+        avail = [n for n, b in rt.backends.items()
+                 if not isinstance(b, backends_mod.Unavailable)]
+        print(f"mcr: {launch.world_size} ranks via {launch.launcher}; backends {avail}; "
+              f"tables: {rt.tables.describe()}", flush=True)
+
+
+def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
+           dist_backend: str | None) -> runtime.Runtime:
+    """Backends, world group, tables (checked equal on all ranks), logger, dispatcher."""
+    work.set_timeout(cfg.timeout_s)
+    backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
+    default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
+    spec = Spec(ranks=list(range(launch.world_size)), me=launch.rank,
+                world_size=launch.world_size, timeout=pg_timeout, cuda=cuda,
+                pg=tdist.group.WORLD)
+    world = backends_mod.bind_group(backends, spec, default_gpu)
+    tables = runtime.load_tables_for(cfg, cuda)
+    runtime.check_same_tables(world, tables, cfg)
+    logger = CommsLogger()
+    logger.configure(enabled=cfg.log)
+    disp = Dispatcher(backends, tables, cfg.backend)
+    rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda)
+    _register(rt, world)
+    rt.by_pg[tdist.group.WORLD] = world
+    return rt
+
+
+def _register(rt: runtime.Runtime, g: Group) -> None:
+    """Map every torch group among g's handles back to g."""
+    for h in g.handles.values():
+        if isinstance(h, tdist.ProcessGroup):
+            rt.by_pg.setdefault(h, g)
+
+
+def is_initialized() -> bool:
+    """True after init_distributed()."""
+    return bool(runtime._RT)
+
+
+def destroy_process_group(group: Any = None) -> None:
+    """Tear down one group, or (None) everything mcr set up, and torch.distributed if mcr
+    started it."""
+    if not runtime._RT:
+        return
+    rt = runtime.get()
+    if group is not None:
+        g = group_of(group, "destroy_process_group") if not isinstance(group, Group) else group
+        if g is rt.world:
+            raise CallError("destroy_process_group: the world group goes with "
+                            "destroy_process_group() (no argument)")
+        backends_mod.release_group(rt.backends, g, world=False)
+        return
+    for g in {id(g): g for g in rt.by_pg.values()}.values():
+        if g is not rt.world:
+            backends_mod.release_group(rt.backends, g, world=False)
+    backends_mod.release_group(rt.backends, rt.world, world=True)
+    rt.logger.configure(enabled=False)
+    work.PROGRESS_HOOKS.clear()
+    runtime.clear()
+    if rt.own_pg and tdist.is_initialized():
+        tdist.destroy_process_group()
+
+
+def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
+              backend: str | None = None, pg_options: Any = None) -> Group:
+    """A sub-group; like torch, every rank of the world must call it, members or not."""
+    rt = runtime.get()
+    ranks = sorted(set(range(rt.world.size) if ranks is None else ranks))
+    bad = [r for r in ranks if not 0 <= r < rt.world.size]
+    if bad:
+        raise CallError(f"new_group: ranks {bad} are outside the world of {rt.world.size}")
+    spec = Spec(ranks=ranks, me=rt.launch.rank, world_size=rt.world.size,
+                timeout=timeout or timedelta(seconds=rt.cfg.timeout_s), cuda=rt.cuda)
+    g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
+    _register(rt, g)
+    return g
+
+
+def torch_group(g: Group) -> Any:
+    """The torch ProcessGroup that stands for g towards torch and frameworks: its NCCL group
+    where it has one, else its Gloo group (torch's non-member sentinel for non-members)."""
+    if g.rank < 0:
+        return tdist.GroupMember.NON_GROUP_MEMBER
+    return g.handles.get("nccl") or g.handles["gloo"]
+
+
+def group_of(group: Any, what: str) -> Group:
+    """The mcr Group serving `group` (None: the world). A torch group mcr did not make gets
+    every library on the first call that needs it (only its members take part)."""
+    rt = runtime.get()
+    if group is None:
+        return rt.world
+    g = group if isinstance(group, Group) else rt.by_pg.get(group)
+    if g is None:
+        if group is tdist.GroupMember.NON_GROUP_MEMBER:
+            raise CallError(f"{what}: this rank ({rt.launch.rank}) is not a member of the group")
+        if not isinstance(group, tdist.ProcessGroup):
+            raise CallError(f"{what}: group must be an mcr group (mcr.comm.new_group) or a "
+                            f"torch ProcessGroup, got {type(group).__name__}")
+        g = _adopt(rt, group)
+    if g.rank < 0:
+        raise CallError(f"{what}: this rank ({rt.launch.rank}) is not a member of the group "
+                        f"{g.ranks}")
+    if g.released:
+        raise CallError(f"{what}: group {g.ranks} was destroyed (destroy_process_group)")
+    return g
+
+
+def _adopt(rt: runtime.Runtime, pg: tdist.ProcessGroup) -> Group:
+    """An mcr Group for a torch group made elsewhere (DeepSpeed, a DeviceMesh, the user)."""
+    spec = Spec(ranks=tdist.get_process_group_ranks(pg), me=rt.launch.rank,
+                world_size=rt.world.size, timeout=timedelta(seconds=rt.cfg.timeout_s),
+                cuda=rt.cuda, pg=pg, local=True)
+    g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
+    rt.by_pg[pg] = g
+    _register(rt, g)
+    return g
+
+
+def group_size(group: Any) -> int:
+    """Ranks in group; -1 for torch's non-member sentinel (asks no library, binds nothing)."""
+    if group is None or isinstance(group, Group):
+        return (group or runtime.get().world).size
+    if group is tdist.GroupMember.NON_GROUP_MEMBER:
+        return -1
+    g = runtime.get().by_pg.get(group)
+    return g.size if g is not None else group.size()
+
+
+def group_rank(group: Any) -> int:
+    """This process's rank in group; -1 if not a member (binds nothing)."""
+    if group is None:
+        return runtime.get().world.rank
+    if isinstance(group, Group):
+        return group.rank
+    if group is tdist.GroupMember.NON_GROUP_MEMBER:
+        return -1
+    g = runtime.get().by_pg.get(group)
+    return g.rank if g is not None else group.rank()
+
+
+def group_ranks(group: Any) -> list[int]:
+    """The world ranks of group, in group-rank order (binds nothing)."""
+    if group is None or isinstance(group, Group):
+        return list((group or runtime.get().world).ranks)
+    g = runtime.get().by_pg.get(group)
+    return list(g.ranks) if g is not None else tdist.get_process_group_ranks(group)
+
+
+def get_world_group() -> Group:
+    """The group of every rank."""
+    return runtime.get().world
+
+
+def symmetric_empty(*size: int, dtype: torch.dtype = torch.float32, group: Any = None,
+                    backend: str = "sdma") -> torch.Tensor:
+    """A GPU tensor the copy-engine backends write into without staging (collective on group).
+
+    Every rank of group must call it with the same size and dtype. Outputs of sdma (backend
+    "sdma") or nccl_ce (backend "nccl_ce") collectives that lie in such a tensor, at the same
+    offset on every rank, skip the transit buffer: the data lands directly.
+    """
+    g = group_of(group, "symmetric_empty")
+    name = backends_mod.canonical(backend)
+    b = runtime.get().backends[name]
+    alloc = getattr(b, "alloc_symmetric", None)
+    if alloc is None or name not in g.handles:
+        why = getattr(b, "reason", None) or g.notes.get(name) or "no symmetric allocator"
+        raise CallError(f"symmetric_empty: backend {backend!r} cannot allocate here: {why}")
+    shape = torch.Size(size[0] if len(size) == 1 and isinstance(size[0], (tuple, list))
+                       else size)
+    t = alloc(shape.numel() * dtype.itemsize, g).view(dtype).view(shape)
+    runtime.get().symmetric.add(t.data_ptr(), t.numel() * t.element_size(), None)
+    return t
+
+
+def can_allocate_symmetric(group: Any, backend: str = "sdma") -> bool:
+    """Whether symmetric_empty(..., group=group, backend=backend) can allocate here."""
+    g = group_of(group, "can_allocate_symmetric")
+    name = backends_mod.canonical(backend)
+    return name in g.handles and hasattr(runtime.get().backends[name], "alloc_symmetric")
