@@ -1,14 +1,19 @@
-"""What mcr adds per call over calling the library directly (target: < 5 us on CPU tensors).
+"""What mcr adds per call over calling the library directly (issue 12: <= 1 us on CPU with Gloo,
+<= 2 us on GPU with NCCL, synchronous and async+wait).
 
-Interleaves, round by round, torch.distributed.all_reduce on the same Gloo group and the same
-call through mcr.comm (forced gloo, and auto), on a 1-element CPU tensor; reports medians and
-spread of each and of the difference. Also times the decision path alone (key + cached choose).
-Run alone (1 rank: the library's own cost is smallest, so the overhead stands out) or under a
-launcher.
+Interleaves, round by round, each torch.distributed call and the same call through mcr.comm on
+the same group, and reports medians and spread of each and of the paired difference against
+its torch reference (sync against sync, async+wait against async+wait).
 
-`-d cuda` (GPU, 2+ ranks): the same for a small bf16 GPU all-reduce, against torch's NCCL call,
-and mcr's symm against the bare symmetric-memory kernel it launches. A sample is `--reps` calls
-then a device sync, so each figure is per call, host or device, whichever is slower.
+CPU (default): a 1-element float32 all_reduce on Gloo, forced (backend="gloo") and auto. Gloo's
+own time on a loaded 2-core host swings by tens of microseconds, which buries a microsecond, so
+a second block times the same calls with a no-op ProcessGroup standing in for Gloo (a stand-in:
+it isolates the host cost of the Python on each side of the library call, and is named so).
+
+`-d cuda` (GPU, 2+ ranks): a small bf16 GPU all-reduce against torch's NCCL call, and mcr's symm
+against the bare symmetric-memory kernel it launches. A sample is `--reps` calls then a device
+sync, so each figure is per call, host or device, whichever is slower. `--profile` adds rank 0's
+cProfile of each mcr variant.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import torch.distributed as tdist
 
 import mcr.comm as dist
 from mcr import runtime
-from mcr.ops import ALL_REDUCE, CallKey
+
+Variants = dict[str, tuple[Callable[[], Any], str | None]]   # name -> (call, reference name)
 
 
 def _time(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
@@ -38,17 +44,41 @@ def _time(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def _cpu_variants(rt: runtime.Runtime) -> tuple[dict[str, Callable[[], Any]], str]:
-    pg = rt.world.handles["gloo"]
-    t = torch.ones(1)
+def _pairs(t: torch.Tensor, pg: Any, lib: str) -> Variants:
+    """torch's call on pg and mcr's (forced to lib, and auto), sync and async+wait."""
+    sync_ref, async_ref = f"torch.distributed ({lib})", f"torch.distributed ({lib}) async+wait"
     return {
-        "torch.distributed (gloo)": lambda: tdist.all_reduce(t, group=pg),
-        "mcr backend=gloo": lambda: dist.all_reduce(t, backend="gloo"),
-        "mcr auto": lambda: dist.all_reduce(t),
-    }, "1-element float32 CPU all_reduce"
+        sync_ref: (lambda: tdist.all_reduce(t, group=pg), None),
+        async_ref: (lambda: tdist.all_reduce(t, group=pg, async_op=True).wait(), None),
+        f"mcr backend={lib}": (lambda: dist.all_reduce(t, backend=lib), sync_ref),
+        f"mcr backend={lib} async+wait": (
+            lambda: dist.all_reduce(t, backend=lib, async_op=True).wait(), async_ref),
+        "mcr auto": (lambda: dist.all_reduce(t), sync_ref),
+    }
 
 
-def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> tuple[dict[str, Callable[[], Any]], str]:
+class _NoopWork:
+    """Stand-in for a library's Work that is already done."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+class NoopProcessGroup(tdist.ProcessGroup):
+    """Stand-in for Gloo whose all_reduce returns at once: what remains is host Python."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        super().__init__(rank, size)
+        self._done = _NoopWork()
+
+    def allreduce(self, tensors: Any, opts: Any = None) -> Any:
+        return self._done
+
+
+def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
     from mcr.backends.ce_engine import rendezvous, symm_empty
     pg = rt.world.handles["nccl"]
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -56,29 +86,46 @@ def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> tuple[dict[str, Callable[
     stage = symm_empty(nbytes, dev).view(torch.bfloat16)
     rendezvous(stage, pg)
     kernel = torch.ops.symm_mem.one_shot_all_reduce_copy_out
-    v = {
-        "torch.distributed (nccl)": lambda: tdist.all_reduce(t, group=pg),
-        # torch's own gap between its synchronous call and async_op=True + wait().
-        "torch.distributed (nccl) async+wait": lambda: tdist.all_reduce(
-            t, group=pg, async_op=True).wait(),
-        "mcr backend=nccl": lambda: dist.all_reduce(t, backend="nccl"),
-        "mcr backend=nccl async+wait": lambda: dist.all_reduce(t, backend="nccl",
-                                                               async_op=True).wait(),
-        "mcr auto": lambda: dist.all_reduce(t),
-        # What mcr's symm launches for this size, called bare: the floor of mcr symm's path.
-        "symm kernel alone (torch.ops)": lambda: kernel(stage, t, "sum", pg.group_name, t),
-        "mcr backend=symm": lambda: dist.all_reduce(t, backend="symm"),
-        "mcr backend=symm async+wait": lambda: dist.all_reduce(t, backend="symm",
-                                                               async_op=True).wait(),
-    }
-    return v, f"{nbytes} B bfloat16 GPU all_reduce"
+    v = _pairs(t, pg, "nccl")
+    v["symm kernel alone (torch.ops)"] = (lambda: kernel(stage, t, "sum", pg.group_name, t),
+                                          None)
+    v["mcr backend=symm"] = (lambda: dist.all_reduce(t, backend="symm"),
+                             "symm kernel alone (torch.ops)")
+    v["mcr backend=symm async+wait"] = (
+        lambda: dist.all_reduce(t, backend="symm", async_op=True).wait(),
+        "symm kernel alone (torch.ops)")
+    return v
+
+
+def _measure(title: str, variants: Variants, rounds: int, reps: int,
+             sync: Callable[[], Any]) -> dict[str, list[float]]:
+    for fn, _ in variants.values():
+        _time(fn, reps, sync)
+    res: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for k, (fn, _) in variants.items():
+            res[k].append(_time(fn, reps, sync) * 1e6)
+    if dist.get_rank() == 0:
+        print(f"# {title}")
+        print(f"# {'variant':<40} {'median us':>10} {'p10':>8} {'p90':>8} {'minus ref':>10} "
+              f"{'diff p10':>9} {'diff p90':>9}  reference")
+        for k, v in res.items():
+            q = statistics.quantiles(v, n=10)
+            ref = variants[k][1]
+            line = f"  {k:<40} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f}"
+            if ref is not None:
+                d = [a - b for a, b in zip(v, res[ref])]
+                dq = statistics.quantiles(d, n=10)
+                line += f" {statistics.median(d):>10.2f} {dq[0]:>9.2f} {dq[-1]:>9.2f}  {ref}"
+            print(line, flush=True)
+    return res
 
 
 def main() -> None:
     """Measure and print."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--reps", type=int, default=50, help="calls per round and variant")
+    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=20, help="calls per round and variant")
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--bytes", type=int, default=4096, help="GPU message size (-d cuda)")
     ap.add_argument("--profile", action="store_true",
@@ -86,32 +133,25 @@ def main() -> None:
     args = ap.parse_args()
     dist.init_distributed(verbose=False)
     rt = runtime.get()
-    cuda = args.device == "cuda"
-    variants, what = _gpu_variants(rt, args.bytes) if cuda else _cpu_variants(rt)
-    key = CallKey(ALL_REDUCE, rt.world.size, args.bytes if cuda else 4,
-                  torch.bfloat16 if cuda else torch.float32, args.device, dist.ReduceOp.SUM,
-                  rt.cfg.profile)
-    variants["decision only (key + choose)"] = lambda: rt.dispatcher.choose(key, rt.world)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    for fn in variants.values():
-        _time(fn, args.reps, sync)
-    res: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(args.rounds):
-        for k, fn in variants.items():
-            res[k].append(_time(fn, args.reps, sync) * 1e6)
-    base = next(iter(res.values()))
-    if dist.get_rank() == 0:
-        print(f"# dispatch overhead, {dist.get_world_size()} rank(s), {what}, {args.rounds} "
-              f"rounds x {args.reps} calls, torch {torch.__version__}")
-        print(f"# {'variant':<36} {'median us':>10} {'p10':>8} {'p90':>8} {'minus torch':>12}")
-        for k, v in res.items():
-            q = statistics.quantiles(v, n=10)
-            diff = statistics.median([a - b for a, b in zip(v, base)]) \
-                if not k.startswith("decision") else float("nan")
-            print(f"  {k:<36} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f} "
-                  f"{diff:>12.2f}")
+    n = dist.get_world_size()
+    head = f"{n} rank(s), {args.rounds} rounds x {args.reps} calls, torch {torch.__version__}"
+    if args.device == "cuda":
+        variants = _gpu_variants(rt, args.bytes)
+        _measure(f"{args.bytes} B bfloat16 GPU all_reduce, {head}", variants, args.rounds,
+                 args.reps, torch.cuda.synchronize)
+    else:
+        t = torch.ones(1)
+        variants = _pairs(t, rt.world.handles["gloo"], "gloo")
+        _measure(f"1-element float32 CPU all_reduce on Gloo, {head}", variants, args.rounds,
+                 args.reps, lambda: None)
+        noop = NoopProcessGroup(dist.get_rank(), n)
+        rt.world.handles["gloo"] = noop
+        rt.fast.clear()
+        _measure(f"the same calls, a no-op ProcessGroup standing in for Gloo (host cost only), "
+                 f"{head}", _pairs(t, noop, "gloo"), args.rounds, args.reps, lambda: None)
     if args.profile:
-        _profile({k: fn for k, fn in variants.items() if k.startswith("mcr")}, args.reps, sync)
+        _profile({k: fn for k, (fn, _) in variants.items() if k.startswith("mcr")}, args.reps,
+                 torch.cuda.synchronize if args.device == "cuda" else (lambda: None))
     dist.destroy_process_group()
 
 

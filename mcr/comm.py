@@ -19,7 +19,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from . import checks, report, runtime
 from . import ops as O
-from .backends import Backend
+from .backends import STREAM, Backend
 from .errors import CallError
 from .groups import Group
 from .ops import CallKey
@@ -37,7 +37,7 @@ from .session import (
     symmetric_empty,
     torch_group,
 )
-from .work import Work
+from .work import ON_COMPLETE, Work
 
 ReduceOp = tdist.ReduceOp
 __all__ = [
@@ -165,72 +165,118 @@ def log_summary(show_straggler: bool = False, return_dict: bool = False) -> Any:
 
 
 # -- the dispatch path ------------------------------------------------------------------------
+# A call's decision depends on (op, group, bytes, dtype, device, reduce op, profile, forced
+# backend, buffer kind). After the first call with those values it is one dict lookup on a
+# plain tuple of them (runtime.fast); the first goes through the dispatcher, which builds the
+# CallKey, and MCR_CHECK sends every call that way.
 
 def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
+    return t.nbytes
 
 
 def _buffer(t: torch.Tensor) -> tuple[str, int]:
     """("symmetric", byte offset in its allocation) if t lies in memory from symmetric_empty,
     else ("plain", -1)."""
-    spans = runtime.get().symmetric
+    spans = runtime._RT[0].symmetric
     hit = spans.find(t) if spans and t.is_cuda else None
     return ("symmetric", hit[1]) if hit else ("plain", -1)
 
 
-def _key(op: str, g: Group, nbytes: int, t: torch.Tensor | None, redop: Any = None,
-         buffer: str = "plain") -> CallKey:
-    rt = runtime.get()
+def _device(t: torch.Tensor | None) -> str:
     # is_cuda first: t.device builds a torch.device object, a microsecond per call.
-    dev = "cpu" if t is None else "cuda" if t.is_cuda else t.device.type
-    return CallKey(op, g.size, nbytes, None if t is None else t.dtype, dev, redop,
-                   _PROFILE[-1] if _PROFILE else rt.cfg.profile, buffer)
+    return "cpu" if t is None else "cuda" if t.is_cuda else "cpu" if t.is_cpu else t.device.type
 
 
-def _choose(key: CallKey, g: Group, backend: str | None, root: int = -1,
-            offset: int = -1) -> Backend:
-    rt = runtime.get()
-    b = rt.dispatcher.choose(key, g, backend)
-    if rt.cfg.check:
-        checks.across_ranks(key, g, root, b.name, offset)
-    return b
+def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
+           forced: str | None, buffer: str = "plain", root: int = -1,
+           offset: int = -1) -> Backend:
+    """The backend for this call (counted: calls and bytes per op and library)."""
+    rt = runtime._RT[0]
+    prof = _PROFILE[-1] if _PROFILE else rt.cfg.profile
+    # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
+    # decides alike, whatever its factor.
+    rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
+    fk = (op, g.id, nbytes, None if t is None else t.dtype,
+          0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
+          rk, prof, forced, buffer)
+    hit = rt.fast.get(fk)
+    if hit is None or rt.cfg.check:
+        key = CallKey(op, g.size, nbytes, None if t is None else t.dtype, _device(t), redop,
+                      prof, buffer)
+        hit = rt.dispatcher.entry(key, g, forced)
+        if rt.cfg.check:
+            checks.across_ranks(key, g, root, hit[0].name, offset)
+        if len(rt.fast) >= 1 << 16:
+            rt.fast.clear()
+        rt.fast[fk] = hit
+    n = hit[1]
+    n[0] += 1
+    if nbytes > 0:
+        n[1] += nbytes
+    return hit[0]
+
+
+def _redop(op: Any, what: str) -> Any:
+    return op if id(op) in _TORCH_REDOP_IDS else O.as_redop(op, what)
+
+
+_TORCH_REDOP_IDS = frozenset(id(op) for op in O.REDOP_NAMES)   # torch's enum values are singletons
+_REDUCE_OP_OBJ = ReduceOp            # type of a ReduceOp object, e.g. PREMUL_SUM(factor)
+_SUM = ReduceOp.SUM
 
 
 def _reduction(b: Backend, t: torch.Tensor, op: Any, inplace: bool) -> tuple[torch.Tensor, Any]:
     """(tensor, op) for b: ReduceOp.PREMUL_SUM(f) becomes f * t and SUM where b has no premul
     (a copy unless the call overwrites t anyway)."""
-    if b.native_premul or not O.is_premul(op):
+    if op is _SUM or b.native_premul or not O.is_premul(op):
         return t, op
     f = O.premul_factor(op)
-    return (t.mul_(f) if inplace else t * f), ReduceOp.SUM
+    return (t.mul_(f) if inplace else t * f), _SUM
 
 
-def _finish(w: Work, async_op: bool) -> Work | None:
+def _sync(async_op: bool) -> bool:
+    """Whether the backend may finish the call as synchronous (no Work): not when the caller
+    wants a handle, nor when per-call timing needs one."""
+    return not async_op and not ON_COMPLETE
+
+
+def _end(w: Any, after: list[Callable[[], None]] | None, async_op: bool, b: Backend) -> Any:
+    """Hand the caller its Work (async_op), or complete the call; copy-backs run after the
+    library is done (now, if the backend already completed a synchronous call). w is mcr's
+    Work, torch's own (a torch-backed call with nothing to do after it) or None (done)."""
+    if after:
+        if w is None:
+            for fn in after:
+                fn()
+        elif type(w) is Work:
+            w._after.extend(after)
+        else:
+            w = Work("call", b.name, 0, 0, torch_work=w, stream_ordered=b.domain == STREAM,
+                     after=after)
     if async_op:
         return w
-    w.wait_issued()
+    if w is not None:
+        if type(w) is Work:
+            w.wait_issued()
+        else:
+            w.wait()
     return None
 
 
-def _out(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]]]:
+def _out(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]] | None]:
     """A contiguous tensor to write into, and the copy-back into t if t was not contiguous."""
     if t.is_contiguous():
-        return t, []
+        return t, None
     c = torch.empty(t.shape, dtype=t.dtype, device=t.device)
     return c, [lambda: t.copy_(c)]
 
 
-def _inout(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]]]:
+def _inout(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]] | None]:
     """Like _out, for a tensor that is read as well."""
     if t.is_contiguous():
-        return t, []
+        return t, None
     c = t.contiguous()
     return c, [lambda: t.copy_(c)]
-
-
-def _then(w: Work, after: list[Callable[[], None]]) -> Work:
-    w._after.extend(after)
-    return w
 
 
 def _rooted(what: str, tensor: Any, group: Any, rank: int, role: str
@@ -246,13 +292,15 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
                async_op: bool = False, prof: bool = False, log_name: str = "all_reduce",
                debug: Any = None, *, backend: str | None = None) -> Work | None:
     """In-place all-reduce of tensor across group."""
-    t = checks.tensor(tensor, "all_reduce")
+    t = tensor if isinstance(tensor, torch.Tensor) else checks.tensor(tensor, "all_reduce")
     g = group_of(group, "all_reduce")
-    op = O.as_redop(op, "all_reduce")
-    b = _choose(_key(O.ALL_REDUCE, g, _nbytes(t), t, op), g, backend)
-    c, after = _inout(t)
-    c, op = _reduction(b, c, op, inplace=True)
-    return _finish(_then(b.all_reduce(c, op, g, sync=not async_op), after), async_op)
+    op = _redop(op, "all_reduce")
+    b = _route(O.ALL_REDUCE, g, t, t.nbytes, op, backend)
+    c, after = (t, None) if t.is_contiguous() else _inout(t)
+    if op is not _SUM:
+        c, op = _reduction(b, c, op, inplace=True)
+    w = b.all_reduce(c, op, g, sync=not async_op and not ON_COMPLETE)
+    return _end(w, after, async_op, b) if after or async_op or w is not None else None
 
 
 def inference_all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
@@ -275,16 +323,16 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], op: Any = ReduceOp.SUM, gr
     for i, t in enumerate(ts[1:], 1):
         checks.same(what, t, ts[0], f"tensors[{i}]", "tensors[0]")
     g = group_of(group, what)
-    op = O.as_redop(op, what)
+    op = _redop(op, what)
     flat = _flatten_dense_tensors(ts)
-    b = _choose(_key(O.ALL_REDUCE, g, _nbytes(flat), flat, op), g, backend)
+    b = _route(O.ALL_REDUCE, g, flat, _nbytes(flat), op, backend)
     flat, op = _reduction(b, flat, op, inplace=True)
 
     def unflatten() -> None:
         for t, v in zip(ts, _unflatten_dense_tensors(flat, ts)):
             t.copy_(v)
-    return _finish(_then(b.all_reduce(flat, op, g, sync=not async_op), [unflatten]),
-                   async_op)
+    w = b.all_reduce(flat, op, g, sync=_sync(async_op))
+    return _end(w, [unflatten], async_op, b)
 
 
 def all_gather_into_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
@@ -297,9 +345,9 @@ def all_gather_into_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
     out, inp = checks.tensor_pair(what, output_tensor, tensor, g, output_is_larger=True)
     o, after = _out(out)
     kind, off = _buffer(o)
-    b = _choose(_key(O.ALL_GATHER, g, _nbytes(out), out, buffer=kind), g, backend, offset=off)
-    return _finish(_then(b.all_gather(o, inp.contiguous(), g, sync=not async_op), after),
-                   async_op)
+    b = _route(O.ALL_GATHER, g, out, _nbytes(out), None, backend, kind, offset=off)
+    w = b.all_gather(o, inp.contiguous(), g, sync=_sync(async_op))
+    return _end(w, after, async_op, b)
 
 
 def allgather_fn(output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: Any = None,
@@ -317,13 +365,13 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any
     g = group_of(group, "all_gather")
     checks.check_list("all_gather", "tensor_list", tensor_list, inp, g.size)
     flat = torch.empty(g.size * inp.numel(), dtype=inp.dtype, device=inp.device)
-    b = _choose(_key(O.ALL_GATHER, g, _nbytes(flat), flat), g, backend)
+    b = _route(O.ALL_GATHER, g, flat, _nbytes(flat), None, backend)
 
     def split() -> None:
         for t, v in zip(tensor_list, flat.view(g.size, -1).unbind(0)):
             t.copy_(v.view(t.shape))
-    return _finish(_then(b.all_gather(flat, inp.contiguous(), g, sync=not async_op), [split]),
-                   async_op)
+    return _end(b.all_gather(flat, inp.contiguous(), g, sync=_sync(async_op)), [split],
+                async_op, b)
 
 
 def all_gather_coalesced(output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
@@ -344,15 +392,15 @@ def all_gather_coalesced(output_tensors: list[torch.Tensor], input_tensors: list
                             f"{g.size} x {t.numel()}")
     flat_in = _flatten_dense_tensors(list(input_tensors))
     flat_out = torch.empty(flat_in.numel() * g.size, dtype=flat_in.dtype, device=flat_in.device)
-    b = _choose(_key(O.ALL_GATHER, g, _nbytes(flat_out), flat_out), g, backend)
+    b = _route(O.ALL_GATHER, g, flat_out, _nbytes(flat_out), None, backend)
     sizes = [t.numel() for t in input_tensors]
 
     def split() -> None:
         per_rank = flat_out.view(g.size, -1)
         for i, part in enumerate(per_rank.split(sizes, dim=1)):
             output_tensors[i].view(g.size, -1).copy_(part)
-    return _finish(_then(b.all_gather(flat_out, flat_in, g, sync=not async_op), [split]),
-                   async_op)
+    w = b.all_gather(flat_out, flat_in, g, sync=_sync(async_op))
+    return _end(w, [split], async_op, b)
 
 
 def reduce_scatter_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
@@ -363,12 +411,11 @@ def reduce_scatter_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
     what = "reduce_scatter_tensor"
     g = group_of(group, what)
     out, inp = checks.tensor_pair(what, output_tensor, tensor, g, output_is_larger=False)
-    op = O.as_redop(op, what)
-    b = _choose(_key(O.REDUCE_SCATTER, g, _nbytes(inp), inp, op), g, backend)
+    op = _redop(op, what)
+    b = _route(O.REDUCE_SCATTER, g, inp, _nbytes(inp), op, backend)
     o, after = _out(out)
     inp, op = _reduction(b, inp.contiguous(), op, inplace=False)
-    return _finish(_then(b.reduce_scatter(o, inp, op, g, sync=not async_op), after),
-                   async_op)
+    return _end(b.reduce_scatter(o, inp, op, g, sync=_sync(async_op)), after, async_op, b)
 
 
 def reduce_scatter_fn(output_tensor: torch.Tensor, tensor: torch.Tensor, op: Any = ReduceOp.SUM,
@@ -409,12 +456,12 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     # Split sizes may differ by rank, so no size is known to be the same everywhere.
     o, after = _out(out)
     kind, off = _buffer(o)
-    key = _key(O.ALL_TO_ALL, g, _nbytes(inp) if even else _UNKNOWN, inp, buffer=kind)
-    b = _choose(key, g, backend, offset=off)
+    b = _route(O.ALL_TO_ALL, g, inp, _nbytes(inp) if even else _UNKNOWN, None, backend, kind,
+               offset=off)
     # Backends move flat element counts; views keep the caller's memory.
-    work_ = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
-                         sync=not async_op)
-    return _finish(_then(work_, after), async_op)
+    w = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
+                     sync=_sync(async_op))
+    return _end(w, after, async_op, b)
 
 
 def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[torch.Tensor],
@@ -436,15 +483,13 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     out_counts, in_counts = [t.numel() for t in outs], [t.numel() for t in ins]
     flat_out = torch.empty(sum(out_counts), dtype=flat_in.dtype, device=flat_in.device)
     even = len(set(in_counts + out_counts)) == 1
-    key = _key(O.ALL_TO_ALL, g, _nbytes(flat_in) if even else _UNKNOWN, flat_in)
-    b = _choose(key, g, backend)
+    b = _route(O.ALL_TO_ALL, g, flat_in, _nbytes(flat_in) if even else _UNKNOWN, None, backend)
 
     def split() -> None:
         for t, v in zip(outs, flat_out.split(out_counts)):
             t.copy_(v.view(t.shape))
-    return _finish(_then(b.all_to_all(flat_out, flat_in, out_counts, in_counts, g,
-                                        sync=not async_op), [split]),
-                   async_op)
+    w = b.all_to_all(flat_out, flat_in, out_counts, in_counts, g, sync=_sync(async_op))
+    return _end(w, [split], async_op, b)
 
 
 def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool = False,
@@ -454,8 +499,8 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     t, g, root = _rooted("broadcast", tensor, group, src, "src")
     c, after = _inout(t)
     kind, off = _buffer(c)
-    b = _choose(_key(O.BROADCAST, g, _nbytes(t), t, buffer=kind), g, backend, root, off)
-    return _finish(_then(b.broadcast(c, root, g, sync=not async_op), after), async_op)
+    b = _route(O.BROADCAST, g, t, _nbytes(t), None, backend, kind, root, off)
+    return _end(b.broadcast(c, root, g, sync=_sync(async_op)), after, async_op, b)
 
 
 def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = None,
@@ -463,11 +508,11 @@ def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = 
            debug: Any = None, *, backend: str | None = None) -> Work | None:
     """tensor on global rank dst <- reduction of every rank's tensor."""
     t, g, root = _rooted("reduce", tensor, group, dst, "dst")
-    op = O.as_redop(op, "reduce")
-    b = _choose(_key(O.REDUCE, g, _nbytes(t), t, op), g, backend, root)
+    op = _redop(op, "reduce")
+    b = _route(O.REDUCE, g, t, _nbytes(t), op, backend, root=root)
     c, after = _inout(t)
     c, op = _reduction(b, c, op, inplace=True)
-    return _finish(_then(b.reduce(c, op, root, g, sync=not async_op), after), async_op)
+    return _end(b.reduce(c, op, root, g, sync=_sync(async_op)), after, async_op, b)
 
 
 def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, dst: int = 0,
@@ -476,7 +521,7 @@ def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, 
            ) -> Work | None:
     """gather_list[i] on global rank dst <- tensor of rank i."""
     t, g, root = _rooted("gather", tensor, group, dst, "dst")
-    flat, after = None, []
+    flat, after = None, None
     if g.rank == root:
         checks.check_list("gather", "gather_list", gather_list, t, g.size, "on the root, ")
         flat = torch.empty(g.size * t.numel(), dtype=t.dtype, device=t.device)
@@ -485,9 +530,9 @@ def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, 
             for o, v in zip(gather_list, flat.view(g.size, -1).unbind(0)):
                 o.copy_(v.view(o.shape))
         after = [split]
-    b = _choose(_key(O.GATHER, g, _nbytes(t) * g.size, t), g, backend, root)
-    return _finish(_then(b.gather(flat, t.contiguous(), root, g, sync=not async_op), after),
-                   async_op)
+    b = _route(O.GATHER, g, t, _nbytes(t) * g.size, None, backend, root=root)
+    w = b.gather(flat, t.contiguous(), root, g, sync=_sync(async_op))
+    return _end(w, after, async_op, b)
 
 
 def scatter(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None, src: int = 0,
@@ -500,9 +545,9 @@ def scatter(tensor: torch.Tensor, scatter_list: list[torch.Tensor] | None = None
     if g.rank == root:
         checks.check_list("scatter", "scatter_list", scatter_list, t, g.size, "on the root, ")
         flat = torch.cat([s.reshape(-1) for s in scatter_list])
-    b = _choose(_key(O.SCATTER, g, _nbytes(t) * g.size, t), g, backend, root)
+    b = _route(O.SCATTER, g, t, _nbytes(t) * g.size, None, backend, root=root)
     c, after = _out(t)
-    return _finish(_then(b.scatter(c, flat, root, g, sync=not async_op), after), async_op)
+    return _end(b.scatter(c, flat, root, g, sync=_sync(async_op)), after, async_op, b)
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
@@ -510,8 +555,8 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
             backend: str | None = None) -> Work | None:
     """Every rank of group has reached this point."""
     g = group_of(group, "barrier")
-    b = _choose(_key(O.BARRIER, g, 0, None), g, backend)
-    return _finish(b.barrier(g, sync=not async_op), async_op)
+    b = _route(O.BARRIER, g, None, 0, None, backend)
+    return _end(b.barrier(g, sync=_sync(async_op)), None, async_op, b)
 
 
 def monitored_barrier(group: Any = None, timeout: Any = None, wait_all_ranks: bool = False,
@@ -536,7 +581,7 @@ def _p2p(what: str, tensor: torch.Tensor, peer: int | None, group: Any, tag: int
     if gp == g.rank:
         raise CallError(f"{what}: rank {g.ranks[g.rank]} cannot {what} to itself")
     checks.tag(what, tag)
-    return _choose(_key(O.P2P, g, _nbytes(t), t), g, backend), g, gp, t
+    return _route(O.P2P, g, t, _nbytes(t), None, backend), g, gp, t
 
 
 def isend(tensor: torch.Tensor, dst: int, group: Any = None, tag: int = 0, prof: bool = False,
@@ -552,7 +597,7 @@ def irecv(tensor: torch.Tensor, src: int | None = None, group: Any = None, tag: 
     """Non-blocking receive into tensor from global rank src (None: any)."""
     b, g, gp, t = _p2p("irecv", tensor, src, group, tag, backend)
     c, after = _out(t)
-    return _then(b.recv(c, gp, tag, g), after)
+    return _end(b.recv(c, gp, tag, g), after, True, b)
 
 
 def send(tensor: torch.Tensor, dst: int, group: Any = None, tag: int = 0, prof: bool = False,
@@ -596,11 +641,11 @@ def batch_isend_irecv(p2p_op_list: list[Any], prof: bool = False,
     if not isinstance(p2p_op_list, (list, tuple)) or not p2p_op_list:
         raise CallError("batch_isend_irecv: expects a non-empty list of P2POp")
     by_backend: dict[str, tuple[Backend, list[int], list[tuple]]] = {}
-    afters: list[list[Callable[[], None]]] = []
+    afters: list[list[Callable[[], None]] | None] = []
     for i, p in enumerate(p2p_op_list):
         kind = _p2p_kind(p.op)
         b, g, gp, t = _p2p(kind, p.tensor, p.peer, p.group, p.tag, None)
-        t, after = _out(t) if kind == "irecv" else (t.contiguous(), [])
+        t, after = _out(t) if kind == "irecv" else (t.contiguous(), None)
         afters.append(after)
         entry = by_backend.setdefault(b.name, (b, [], []))
         entry[1].append(i)
@@ -608,7 +653,7 @@ def batch_isend_irecv(p2p_op_list: list[Any], prof: bool = False,
     works: list[Any] = [None] * len(p2p_op_list)
     for b, idx, items in by_backend.values():
         for i, w in zip(idx, b.batch_p2p(items)):
-            works[i] = _then(w, afters[i])
+            works[i] = _end(w, afters[i], True, b)
     return works
 
 
@@ -621,7 +666,7 @@ def broadcast_object_list(object_list: list[Any], src: int, group: Any = None,
     """object_list on every rank <- object_list on global rank src (pickled)."""
     g = group_of(group, "broadcast_object_list")
     root = g.group_rank(src, "broadcast_object_list src")
-    b = _choose(_key(O.OBJECT, g, _UNKNOWN, None), g, backend, root)
+    b = _route(O.OBJECT, g, None, _UNKNOWN, None, backend, root=root)
     b.broadcast_object_list(object_list, root, g)
 
 
@@ -632,5 +677,5 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None, prof:
     g = group_of(group, "all_gather_object")
     if not isinstance(object_list, list) or len(object_list) != g.size:
         raise CallError(f"all_gather_object: object_list must be a list of {g.size} (group size)")
-    b = _choose(_key(O.OBJECT, g, _UNKNOWN, None), g, backend)
+    b = _route(O.OBJECT, g, None, _UNKNOWN, None, backend)
     b.all_gather_object(object_list, obj, g)

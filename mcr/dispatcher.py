@@ -43,18 +43,24 @@ class Dispatcher:
         self._spilled: dict[tuple[str, str], list[int]] = {}
         self._cache: dict[tuple, tuple[Backend, list[int]]] = {}
 
-    def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
-        """Backend for this call (cached per key, group and forced name); counts the call."""
+    def entry(self, key: CallKey, group: Group, forced: str | None = None
+              ) -> tuple[Backend, list[int]]:
+        """(backend, [calls, bytes]) for this call, cached per key, group and forced name; the
+        caller counts the call in the list."""
         ck = (key, group.id, forced)
         hit = self._cache.get(ck)
         if hit is None:
             if len(self._cache) >= _CACHE_MAX:
                 self._spill()
             hit = self._cache[ck] = (self._decide(key, group, forced), [0, 0])
-        n = hit[1]
+        return hit
+
+    def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
+        """Backend for this call (cached); counts the call."""
+        b, n = self.entry(key, group, forced)
         n[0] += 1
         n[1] += key.nbytes if key.nbytes > 0 else 0
-        return hit[0]
+        return b
 
     def served(self) -> dict[tuple[str, str], list[int]]:
         """(op, backend) -> [calls, bytes] served since init."""

@@ -41,6 +41,9 @@ class Runtime:
     own_pg: bool = False        # mcr started torch.distributed, so mcr tears it down
     init_args: tuple = ()       # what init_distributed was called with (a second call must agree)
     by_pg: dict[Any, Group] = field(default_factory=dict)
+    # mcr.comm's decision cache: a plain tuple of what a call's decision depends on ->
+    # (backend, [calls, bytes]), the dispatcher's entry for it.
+    fast: dict[tuple, tuple[Backend, list[int]]] = field(default_factory=dict)
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
     # life, like the buffers): outputs inside them are keyed buffer="symmetric".
     symmetric: Spans[None] = field(default_factory=Spans)

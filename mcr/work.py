@@ -8,6 +8,8 @@ Every host block has a deadline (MCR_TIMEOUT_S) and keeps MPI progressing while 
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -22,6 +24,10 @@ from .errors import McrTimeoutError
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
 PROGRESS_HOOKS: list[Callable[[], None]] = []
+# Host-progressed requests (MPI) this process issued and has not completed. While there are
+# none, no peer can be waiting on this host's progress, so a blocking call may block in its
+# library instead of polling.
+PENDING = [0]
 _TIMEOUT_S = [600.0]
 # Called with (work, seconds) when a work completes and the comms logger is on.
 ON_COMPLETE: list[Callable[[Work, float], None]] = []
@@ -66,6 +72,16 @@ def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None
             time.sleep(1e-5 if spins < 5000 else 1e-3) if spins > 2000 else os.sched_yield()
             if time.monotonic() > deadline:
                 raise _timeout_error(what, timeout)
+
+
+_HELPER: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def _helper() -> concurrent.futures.ThreadPoolExecutor:
+    """One thread that blocks in a host library's wait on behalf of a polling caller."""
+    if not _HELPER:
+        _HELPER.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcr-wait"))
+    return _HELPER[0]
 
 
 def wait_event(event: torch.cuda.Event, what: str) -> None:
@@ -157,6 +173,8 @@ class Work(tdist.Work):
         self.group_size = group_size
         self._torch = torch_work
         self._reqs = mpi_requests
+        if mpi_requests:
+            PENDING[0] += 1
         self._mpi_test = mpi_test
         self._stream = stream_ordered
         self._after = after or []
@@ -215,6 +233,9 @@ class Work(tdist.Work):
             fn()
         self._done = True
         self._keep = ()
+        if self._reqs:
+            PENDING[0] -= 1
+            self._reqs = None
         if ON_COMPLETE:
             if self._stream and torch.cuda.is_available():
                 self._block_stream()
@@ -223,8 +244,17 @@ class Work(tdist.Work):
                 hook(self, dt)
 
     def _wait_torch_host(self, secs: float) -> None:
+        if PENDING[0]:
+            # This host owes MPI progress to peers that may be waiting on it. Some torch host
+            # works (Gloo's reduce-scatter) only complete inside wait(), so the wait runs on a
+            # helper thread while this one keeps MPI moving.
+            fut = _helper().submit(self._torch.wait, timedelta(seconds=secs))
+            poll_until(fut.done, self.describe(), secs)
+            wait = fut.result
+        else:
+            wait = functools.partial(self._torch.wait, timedelta(seconds=secs))
         try:
-            self._torch.wait(timedelta(seconds=secs))
+            wait()
         except RuntimeError as e:
             if "timeout" in str(e).lower() or "timed out" in str(e).lower():
                 raise _timeout_error(self.describe(), secs) from e

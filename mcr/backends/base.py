@@ -74,12 +74,11 @@ class Backend:
         return None
 
     def _stream_work(self, op: str, nbytes: int, g: Group,
-                     stream: StreamId | None = None, sync: bool = False) -> Work:
+                     stream: StreamId | None = None, sync: bool = False) -> Work | None:
         """Work of an op this backend enqueued on the caller's current stream (or on `stream`).
-        A synchronous call's Work needs no stream: it completes on the stream it was issued
-        on."""
+        A synchronous call needs none (None): it completes on the stream it was issued on."""
         if sync:
-            return Work(op, self.name, nbytes, g.size, stream_ordered=True)
+            return None
         return Work(op, self.name, nbytes, g.size,
                     torch_work=StreamDone(stream),
                     stream_ordered=True)

@@ -8,7 +8,8 @@ import torch
 import torch.distributed as tdist
 
 from ..groups import Group
-from ..work import Work
+from ..ops import is_premul
+from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work
 from .base import STREAM, Backend
 
 
@@ -24,9 +25,6 @@ def _raw(*names: str) -> Any:
 
 # torch 2.13 renamed the tensor forms (the old names warn); the GPU image's 2.11 has only those.
 _all_gather_tensor = _raw("all_gather_single", "all_gather_into_tensor")
-_reduce_scatter_tensor = _raw("reduce_scatter_single", "reduce_scatter_tensor")
-_all_reduce, _all_to_all_single, _broadcast = _raw("all_reduce"), _raw("all_to_all_single"), \
-    _raw("broadcast")
 _reduce, _gather, _scatter = _raw("reduce"), _raw("gather"), _raw("scatter")
 _isend, _irecv, _barrier = _raw("isend"), _raw("irecv"), _raw("barrier")
 _batch_isend_irecv = _raw("batch_isend_irecv")
@@ -38,54 +36,126 @@ def _blocks(flat: torch.Tensor, n: int) -> list[torch.Tensor]:
     return list(flat.view(n, -1).unbind(0))
 
 
+def _real(t: torch.Tensor) -> torch.Tensor:
+    """Complex tensors travel as their real view, as torch.distributed sends them."""
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+# The hot ops call the ProcessGroup itself, as torch.distributed's functions do after their
+# argument checks (mcr has made its own): torch 2.13 renamed three of its methods.
+_PG = tdist.ProcessGroup
+_C10D = torch._C._distributed_c10d   # every op's options (torch.distributed re-exports most)
+_PG_ALL_GATHER = "all_gather_single" if hasattr(_PG, "all_gather_single") else "_allgather_base"
+_PG_REDUCE_SCATTER = "reduce_scatter_single" if hasattr(_PG, "reduce_scatter_single") \
+    else "_reduce_scatter_base"
+_PG_ALL_TO_ALL = "all_to_all_single" if hasattr(_PG, "all_to_all_single") else "alltoall_base"
+# asyncOp=False lets NCCL run a synchronous call on the caller's stream (torch >= 2.7).
+_HAS_ASYNC_OP = hasattr(_C10D.AllreduceOptions(), "asyncOp")
+
+
+def _options(cls: Any, here: bool, **fields: Any) -> Any:
+    opts = cls()
+    if _HAS_ASYNC_OP:
+        opts.asyncOp = not here
+    for k, v in fields.items():
+        setattr(opts, k, v)
+    return opts
+
+
 class TorchPGBackend(Backend):
     """A backend whose library is reached through a torch.distributed ProcessGroup."""
+
+    def __init__(self) -> None:
+        # Options are plain structs that torch copies per call: built once per variant, keyed
+        # by identity (torch's reduce ops are singletons; hashing them costs ~0.4 us).
+        self._opts: dict[tuple[int, bool, int], Any] = {}
+
+    def _opt(self, cls: Any, here: bool, redop: Any = None) -> Any:
+        o = self._opts.get((id(cls), here, id(redop)))
+        if o is None:
+            if redop is not None and is_premul(redop):   # carries its own factor: not cached
+                return _options(cls, here, reduceOp=redop)
+            o = self._opts[(id(cls), here, id(redop))] = _options(
+                cls, here, **({} if redop is None else {"reduceOp": redop}))
+        return o
 
     def _work(self, op: str, t: torch.Tensor, g: Group, w: Any) -> Work:
         return Work(op, self.name, t.numel() * t.element_size(), g.size, torch_work=w,
                     stream_ordered=self.domain == STREAM)
 
+    def _waits_here(self, sync: bool) -> bool:
+        """Whether this call is completed right here, as torch's own synchronous call: a
+        synchronous call, unless per-call timing needs a Work, or this host has MPI requests
+        in flight that a peer may need it to progress while it waits (then mcr's Work waits,
+        polling MPI). Decided before the call: it is the call's asyncOp."""
+        return sync and not ON_COMPLETE and (self.domain == STREAM or not PENDING[0])
+
+    def _done(self, what: str, t: torch.Tensor, g: Group, w: Any, here: bool) -> Any:
+        """Finish a call made on the ProcessGroup: waited here (None: on a stream library the
+        caller's stream now waits; a host library has blocked), or torch's own Work (which
+        waits the same way) where no MPI is in the process and no timing is on, else mcr's."""
+        if here:
+            if w is not None:
+                w.wait()
+            return None
+        if not ON_COMPLETE and (self.domain == STREAM or not PROGRESS_HOOKS):
+            return w
+        return self._work(what, t, g, w)
+
     def _call(self, what: str, t: torch.Tensor, g: Group, sync: bool, fn: Any, /, *args: Any,
-              **kw: Any) -> Work:
-        """Op `what` as fn(*args, **kw) through torch. A synchronous call on a stream library
-        is made as torch's own synchronous call, which skips the work object, its event and the
-        stashed tensors (NOTES.md v9); either way the caller's stream is ordered after it on
-        return.
-        Host libraries keep async + Work.wait, whose host wait progresses MPI and has mcr's
-        deadline."""
+              **kw: Any) -> Work | None:
+        """Op `what` as fn(*args, **kw) through torch.distributed's function (ops off the hot
+        path). A synchronous call on a stream library is made as torch's own synchronous
+        call, which skips the work object, its event and the stashed tensors (NOTES.md v9)."""
         if sync and self.domain == STREAM:
             fn(*args, async_op=False, **kw)
-            return Work(what, self.name, t.numel() * t.element_size(), g.size,
-                        stream_ordered=True)
+            return None
         return self._work(what, t, g, fn(*args, async_op=True, **kw))
 
-    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
-        """In-place all-reduce through torch."""
-        return self._call("all_reduce", t, g, sync, _all_reduce, t, op=redop,
-                          group=g.handles[self.name])
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *,
+                   sync: bool = False) -> Work | None:
+        """In-place all-reduce on the ProcessGroup."""
+        here = self._waits_here(sync)
+        w = g.handles[self.name].allreduce([_real(t)],
+                                           self._opt(_C10D.AllreduceOptions, here, redop))
+        return self._done("all_reduce", t, g, w, here)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
-                   sync: bool = False) -> Work:
-        """all_gather_into_tensor through torch."""
-        return self._call("all_gather", out, g, sync, _all_gather_tensor, out, inp,
-                          group=g.handles[self.name])
+                   sync: bool = False) -> Work | None:
+        """all_gather_into_tensor on the ProcessGroup."""
+        here = self._waits_here(sync)
+        pg = g.handles[self.name]
+        w = getattr(pg, _PG_ALL_GATHER)(_real(out), _real(inp),
+                                         self._opt(_C10D.AllgatherOptions, here))
+        return self._done("all_gather", out, g, w, here)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
-                       sync: bool = False) -> Work:
-        """reduce_scatter_tensor through torch."""
-        return self._call("reduce_scatter", inp, g, sync, _reduce_scatter_tensor, out, inp,
-                          op=redop, group=g.handles[self.name])
+                       sync: bool = False) -> Work | None:
+        """reduce_scatter_tensor on the ProcessGroup."""
+        here = self._waits_here(sync)
+        pg = g.handles[self.name]
+        w = getattr(pg, _PG_REDUCE_SCATTER)(_real(out), _real(inp),
+                                             self._opt(_C10D.ReduceScatterOptions, here, redop))
+        return self._done("reduce_scatter", inp, g, w, here)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
-        """all_to_all_single with element splits through torch."""
-        return self._call("all_to_all", inp, g, sync, _all_to_all_single, out, inp,
-                          out_counts, in_counts, group=g.handles[self.name])
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work | None:
+        """all_to_all_single with element splits on the ProcessGroup."""
+        if inp.is_complex():   # splits count complex elements; the real view has two each
+            out_counts, in_counts = [2 * c for c in out_counts], [2 * c for c in in_counts]
+        here = self._waits_here(sync)
+        pg = g.handles[self.name]
+        w = getattr(pg, _PG_ALL_TO_ALL)(_real(out), _real(inp), out_counts, in_counts,
+                                         self._opt(_C10D.AllToAllOptions, here))
+        return self._done("all_to_all", inp, g, w, here)
 
-    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
-        """broadcast through torch."""
-        return self._call("broadcast", t, g, sync, _broadcast, t,
-                          group=g.handles[self.name], group_src=root)
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *,
+                  sync: bool = False) -> Work | None:
+        """broadcast on the ProcessGroup."""
+        here = self._waits_here(sync)
+        opts = _options(_C10D.BroadcastOptions, here, rootRank=root, rootTensor=0)
+        w = g.handles[self.name].broadcast([_real(t)], opts)
+        return self._done("broadcast", t, g, w, here)
 
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
                sync: bool = False) -> Work:
@@ -128,13 +198,13 @@ class TorchPGBackend(Backend):
         return [self._work("send" if kind == "isend" else "recv", t, g, w)
                 for (kind, t, _, _, g), w in zip(items, _batch_isend_irecv(ops))]
 
-    def barrier(self, g: Group, *, sync: bool = False) -> Work:
+    def barrier(self, g: Group, *, sync: bool = False) -> Work | None:
         """barrier through torch."""
         pg = g.handles[self.name]
         if self.domain == STREAM:
             # NCCL's barrier is an all-reduce of one element on the current device.
             t = torch.zeros(1, device=torch.cuda.current_device())
-            return self._call("barrier", t, g, sync, _all_reduce, t, group=pg)
+            return self.all_reduce(t, tdist.ReduceOp.SUM, g, sync=sync)
         return Work("barrier", self.name, 0, g.size, torch_work=_barrier(pg, async_op=True))
 
     def broadcast_object_list(self, objs: list[Any], root: int, g: Group) -> None:

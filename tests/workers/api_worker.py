@@ -56,7 +56,10 @@ def run(fn, be, *a, **kw):  # noqa: ANN001, ANN201, ANN002, ANN003
     if "async_op" in fn.__code__.co_varnames:
         w = fn(*a, backend=be, async_op=async_op, **kw)
         if async_op:
+            assert isinstance(w, torch.distributed.Work), type(w)
             w.wait()
+            if dev == "cuda":   # a stream-ordered wait only orders the caller's stream
+                torch.cuda.synchronize()
             assert w.is_completed()
     else:
         fn(*a, backend=be, **kw)
