@@ -20,7 +20,8 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from . import checks, report, runtime
 from . import ops as O
 from .backends import STREAM, Backend
-from .errors import CallError
+from .backends import canonical as backends_canonical
+from .errors import CallError, MismatchError
 from .groups import Group
 from .ops import CallKey
 from .session import (
@@ -45,6 +46,7 @@ __all__ = [
     "all_gather_object", "all_reduce", "all_reduce_coalesced", "all_to_all", "all_to_all_single",
     "allgather_fn", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
     "can_allocate_symmetric", "configure", "destroy_process_group", "enable_symm_mem_for_group",
+    "force_backend",
     "gather", "get_all_ranks_from_group", "get_global_rank", "get_local_rank", "get_rank",
     "get_world_group", "get_world_size", "has_all_gather_into_tensor",
     "has_all_reduce_coalesced", "has_coalescing_manager", "has_reduce_scatter_tensor",
@@ -137,6 +139,21 @@ def profile(name: str) -> Iterator[None]:
         yield
     finally:
         _PROFILE.pop()
+
+
+def force_backend(name: str | None) -> None:
+    """From now on send every call to backend `name` where it can serve it (as MCR_BACKEND does
+    at init: calls it declines fall back); None goes back to MCR_BACKEND and the tables. Every
+    rank must call it at the same point: it checks that all ranks name the same backend."""
+    rt = runtime.get()
+    want = backends_canonical(name) if name else rt.cfg.backend
+    every: list[Any] = [None] * rt.world.size
+    tdist.all_gather_object(every, want, group=rt.world.handles["gloo"])
+    if len(set(every)) > 1:
+        raise MismatchError(f"force_backend: ranks named different backends: "
+                            f"{dict(enumerate(every))}")
+    rt.dispatcher.set_env_backend(want)
+    rt.fast.clear()
 
 
 def configure(deepspeed_config: Any = None, enabled: bool | None = None,

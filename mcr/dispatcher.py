@@ -62,6 +62,11 @@ class Dispatcher:
         n[1] += key.nbytes if key.nbytes > 0 else 0
         return b
 
+    def set_env_backend(self, name: str | None) -> None:
+        """Force every call to `name` from now on, as MCR_BACKEND does (None: no forcing)."""
+        self._spill()
+        self.env_backend = canonical(name) if name else None
+
     def served(self) -> dict[tuple[str, str], list[int]]:
         """(op, backend) -> [calls, bytes] served since init."""
         out = {k: list(v) for k, v in self._spilled.items()}

@@ -42,7 +42,7 @@ def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     _ok(out, "DEEPSPEED OK 20")
 
 
-@pytest.mark.parametrize("extra", [[], ["--async"], ["--divide", "4"]])
+@pytest.mark.parametrize("extra", [[], ["--async"], ["--divide", "4"], ["--async", "--ring"]])
 def test_fsdp2_torchrun_gloo(extra):
     _ok(run_torchrun(2, "fsdp_worker.py", *extra), "FSDP OK 20")
 
@@ -57,3 +57,29 @@ def test_fsdp2_mpi_forced():
     out = run_mpi(2, "fsdp_worker.py", "--async", "--expect", "all_gather:mpi,reduce_scatter:mpi",
                   env={"MCR_BACKEND": "mpi"})
     _ok(out, "FSDP OK 20")
+
+
+def test_fsdp_buffer_ring_reuses_only_dropped_buffers():
+    """The all-gather output ring: one allocation per size, round-robin, never a live buffer."""
+    import torch
+
+    from mcr.errors import CallError
+    from mcr.integrations.fsdp import BufferRing
+    made = []
+
+    def alloc(n, dt):
+        made.append(torch.empty(n, dtype=dt))
+        return made[-1]
+    ring = BufferRing(alloc, 2)
+    a = ring.take([4, 3], torch.float32)
+    b = ring.take([12], torch.float32)
+    assert len(made) == 2 and a.shape == (4, 3) and a.data_ptr() != b.data_ptr()
+    with pytest.raises(CallError, match="more than 2 outputs"):
+        ring.take([12], torch.float32)          # a's buffer is next, and a is alive
+    ptr = a.data_ptr()
+    del a
+    c = ring.take([12], torch.float32)
+    assert c.data_ptr() == ptr and len(made) == 2
+    d = ring.take([5], torch.bfloat16)          # a new size: its own buffers
+    assert len(made) == 4 and d.dtype == torch.bfloat16
+    del b, c

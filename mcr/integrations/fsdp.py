@@ -15,7 +15,7 @@ are torch.distributed.Work objects, which FSDP2 waits on.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -31,7 +31,7 @@ PROFILE = "overlap"
 
 
 class _Slot:
-    """One symmetric buffer of a ring, and who holds it."""
+    """One buffer of a ring, and who holds it."""
 
     def __init__(self, buf: torch.Tensor) -> None:
         self.buf = buf
@@ -39,74 +39,93 @@ class _Slot:
         self.released: torch.cuda.Event | None = None
 
     def release(self) -> None:
-        # The holder died on the stream that used it last (FSDP2 copies the output out on the
-        # stream it then drops it from): later users wait for what that stream queued so far.
-        ev = torch.cuda.Event()
-        ev.record(torch.cuda.current_stream(self.buf.device))
-        self.released, self.holder = ev, None
+        self.holder = None
+        if self.buf.is_cuda:
+            # The holder died on the stream that used it last (FSDP2 copies the output out on
+            # the stream it then drops it from): later users wait for what it queued so far.
+            ev = torch.cuda.Event()
+            ev.record(torch.cuda.current_stream(self.buf.device))
+            self.released = ev
 
 
-class SymmetricRing:
-    """Symmetric buffers for one group's all-gather outputs, reused in FSDP2's order.
+class BufferRing:
+    """Buffers for one group's all-gather outputs, reused in FSDP2's order.
 
-    Peers write into these buffers, so every rank must hand out the same buffer for the same
-    call. FSDP2 asks for all-gather outputs in the same order on every rank: each size gets
-    `slots` buffers, allocated together (collectively) the first time it is asked for, then
-    handed out round-robin. A buffer goes out again only after its previous holder was dropped;
-    the new holder's stream waits for the stream that dropped it.
+    With symmetric memory, peers write into these buffers, so every rank must hand out the same
+    buffer for the same call. FSDP2 asks for all-gather outputs in the same order on every rank:
+    each size gets `slots` buffers, allocated together by `alloc` (collectively, for symmetric
+    memory) the first time it is asked for, then handed out round-robin. A buffer goes out
+    again only after the tensor handed out before was dropped; the new holder's stream waits
+    for the stream that dropped it.
     """
 
-    def __init__(self, group: Any, slots: int) -> None:
-        self.group = group
+    def __init__(self, alloc: Callable[[int, torch.dtype], torch.Tensor], slots: int) -> None:
+        self.alloc = alloc
         self.slots = slots
         self._rings: dict[tuple[int, torch.dtype], list[_Slot]] = {}
         self._next: dict[tuple[int, torch.dtype], int] = {}
 
-    def take(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
-        """A buffer of numel elements of dtype from this group's symmetric memory."""
+    def take(self, size: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """A tensor of this size and dtype in the ring's next buffer for them."""
+        numel = 1
+        for s in size:
+            numel *= int(s)
         key = (numel, dtype)
         ring = self._rings.get(key)
         if ring is None:
-            ring = self._rings[key] = [
-                _Slot(mcr.symmetric_empty(numel, dtype=dtype, group=self.group))
-                for _ in range(self.slots)]
+            ring = self._rings[key] = [_Slot(self.alloc(numel, dtype))
+                                       for _ in range(self.slots)]
             self._next[key] = 0
         i = self._next[key]
-        self._next[key] = (i + 1) % self.slots
         slot = ring[i]
         if slot.holder is not None and slot.holder() is not None:
             raise CallError(f"mcr FSDP2 all-gather: more than {self.slots} outputs of "
                             f"{numel} x {dtype} are alive at once; raise MCR_FSDP_BUFFERS")
+        self._next[key] = (i + 1) % self.slots
         if slot.released is not None:
             torch.cuda.current_stream(slot.buf.device).wait_event(slot.released)
             slot.released = None
-        t = slot.buf[:]          # a new tensor object per holder, so its death is its release
+        # The very tensor FSDP2 gets is tracked: it dies when FSDP2 drops the all-gather result
+        # (torch keeps a tensor's Python object while its TensorImpl lives), which releases the
+        # slot.
+        t = slot.buf.view(*size)
         slot.holder = weakref.ref(t)
-        weakref.finalize(t, slot.release)
+        weakref.finalize(t, slot.release).atexit = False
         return t
 
 
 class AllGather(_AllGatherApi):
-    """FSDP2 all-gather through mcr (zero-copy into symmetric memory where possible)."""
+    """FSDP2 all-gather through mcr (zero-copy into symmetric memory where possible).
 
-    def __init__(self, group: Any = None, profile: str = PROFILE) -> None:
+    buffers: "auto" (a ring of symmetric buffers where the group's copy-engine backend can
+    allocate them, else plain torch.empty), "plain", or "ring" (a ring of plain buffers: FSDP2's
+    buffer lifetimes exercised on CPU, for tests).
+    """
+
+    def __init__(self, group: Any = None, profile: str = PROFILE, buffers: str = "auto") -> None:
+        if buffers not in ("auto", "plain", "ring"):
+            raise ValueError(f"AllGather: buffers={buffers!r} is not auto, plain or ring")
         self.group = group
         self.profile = profile
-        self._ring: SymmetricRing | None | bool = None   # False: plain buffers
+        self.buffers = buffers
+        self._ring: BufferRing | None = None
 
     def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype,
                  device: torch.device) -> torch.Tensor:
-        """The all-gather output: symmetric memory on GPUs of one node, else torch.empty."""
+        """The all-gather output: from the ring where there is one, else torch.empty."""
+        if self._ring is None and self.buffers != "plain":
+            slots = runtime.get().cfg.fsdp_buffers
+            if self.buffers == "ring":
+                self._ring = BufferRing(
+                    lambda n, dt: torch.empty(n, dtype=dt, device=device), slots)
+            elif device.type == "cuda" and mcr.can_allocate_symmetric(self.group):
+                self._ring = BufferRing(
+                    lambda n, dt: mcr.symmetric_empty(n, dtype=dt, group=self.group), slots)
+            else:
+                self.buffers = "plain"
         if self._ring is None:
-            ok = device.type == "cuda" and mcr.can_allocate_symmetric(self.group)
-            self._ring = SymmetricRing(self.group, runtime.get().cfg.fsdp_buffers) if ok \
-                else False
-        if self._ring is False:
             return torch.empty(*size, dtype=dtype, device=device)
-        numel = 1
-        for s in size:
-            numel *= int(s)
-        return self._ring.take(numel, dtype).view(*size)
+        return self._ring.take([int(s) for s in size], dtype)
 
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor,
                  group: tdist.ProcessGroup, async_op: bool = False) -> Any:
@@ -137,10 +156,11 @@ def _param_groups(module: Any) -> list[Any]:
     return [g for g in groups if g is not None]
 
 
-def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: bool = True
-            ) -> int:
+def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: bool = True,
+            buffers: str = "auto") -> int:
     """Set mcr's comm objects on every FSDPModule of model that holds parameters; returns how
-    many modules got them. Call after fully_shard, before the first forward."""
+    many modules got them. Call after fully_shard, before the first forward. `buffers`: see
+    AllGather."""
     from torch.distributed.fsdp import FSDPModule
     if not runtime._RT:
         mcr.init_distributed(verbose=False)
@@ -152,7 +172,8 @@ def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: boo
         if not groups:
             continue
         if all_gather:
-            m.set_custom_all_gather(AllGather(groups[0].mesh_info.shard_process_group))
+            m.set_custom_all_gather(AllGather(groups[0].mesh_info.shard_process_group,
+                                              buffers=buffers))
         if reduce_scatter:
             m.set_custom_reduce_scatter(ReduceScatter())
         n += 1

@@ -26,6 +26,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--async", dest="async_op", action="store_true")
 ap.add_argument("--divide", type=float, default=0.0)
+ap.add_argument("--ring", action="store_true",
+                help="all-gather outputs from mcr's buffer ring (plain memory on CPU)")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
 args = ap.parse_args()
 
@@ -58,7 +60,8 @@ if args.divide:
     for m in plain.modules():
         if isinstance(m, FSDPModule):
             m.set_force_sum_reduction_for_comms(True)   # Gloo has no PREMUL_SUM
-assert mcr_fsdp.install(ours) == 4    # the four Linear layers hold parameters
+n_fsdp = mcr_fsdp.install(ours, buffers="ring" if args.ring else "auto")
+assert n_fsdp == 4, n_fsdp    # the four Linear layers hold parameters
 # SGD: the update scales with the gradient, so a wrong divide factor changes the losses.
 opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (plain, ours)]
 losses: dict[int, list[float]] = {0: [], 1: []}

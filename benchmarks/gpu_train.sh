@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU session for the integrations (issue 11) and the hot path (issue 12), on every GPU of the
+# lent machine. Run from the repo root with the git-ignored .whl folder carried (DeepSpeed 0.19.8
+# and its pure-Python dependencies, built as the README says); logs go to $OUT.
+#   PART=train  the tuner's table for this GPU count, then benchmarks/train_step.py for DeepSpeed
+#               ZeRO-3 and FSDP2 at both shapes, plain NCCL vs mcr (alternated in one process)
+#   PART=hot    the gpu-marked pytest suite, mcr's host cost per call, and OSU-style mcr vs NCCL
+#               at every size with no table for this GPU count
+# $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
+# after each step, so a run cut short still brings back what it made).
+set -uo pipefail
+. benchmarks/gpu_env.sh
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD:/tmp/site
+W=/tmp/gpu_work; rm -rf "$W"; mkdir -p "$W"
+MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
+RUN="torchrun --standalone --nproc_per_node=$N"
+step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
+  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
+  echo "   rc=$rc in $((SECONDS - t0)) s"
+  grep -E "OK|Error|error|^#|^  |pair |ratio|passed|failed|wrote" "$W/$name.log" \
+    | grep -v "return func\|deprecat\|Warn\|warn(" | tail -"${TAILN:-8}"
+  tar -cf "$OUT/results.tar" -C "$W" . ; }
+PART=${PART:-train}
+{
+echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
+python3 -c 'import torch, deepspeed, transformers; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "deepspeed", deepspeed.__version__, "transformers", transformers.__version__)'
+if [ "$PART" = train ]; then
+TAILN=4 step tuner 200 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \
+  --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink" \
+  --out "$W/nvidia-h200_np$N"
+[ -f "$W/nvidia-h200_np$N.yaml" ] && export MCR_TUNING_TABLE="$W/nvidia-h200_np$N.yaml"
+for shape in small large; do
+  for fw in deepspeed fsdp; do
+    TAILN=12 step "train_${fw}_$shape" 150 $RUN benchmarks/train_step.py --framework $fw \
+      --shape $shape --pairs 5 --steps 5 --warmup 2 --out "$W"
+  done
+done
+fi
+if [ "$PART" = hot ]; then
+TAILN=6 step gpu_tests 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests
+TAILN=12 step dispatch_overhead_gpu 100 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
+B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 20 -x 3 --batch 5 --max-seconds 0.25"
+for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
+  MCR_TUNING_TABLE=tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
+    $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 8 --backend nccl,auto
+done
+fi
+} 2>&1 | tee "$OUT/summary.log"
+tar -cf "$OUT/results.tar" -C "$W" .
