@@ -2,10 +2,13 @@
 # GPU session for the integrations (issue 11) and the hot path (issue 12), on every GPU of the
 # lent machine. Run from the repo root with the git-ignored .whl folder carried (DeepSpeed 0.19.8
 # and its pure-Python dependencies, built as the README says); logs go to $OUT.
-#   PART=train  the tuner's table for this GPU count, then benchmarks/train_step.py for DeepSpeed
-#               ZeRO-3 and FSDP2 at both shapes, plain NCCL vs mcr (alternated in one process)
-#   PART=hot    the gpu-marked pytest suite, mcr's host cost per call, and OSU-style mcr vs NCCL
-#               at every size with no table for this GPU count
+# PART is one or more of (space-separated, in this order):
+#   train  the tuner's table for this GPU count, then benchmarks/train_step.py for DeepSpeed
+#          ZeRO-3 and FSDP2 at both shapes, plain NCCL vs mcr (alternated in one process)
+#   hot    the gpu-marked pytest suite, mcr's host cost per call, and OSU-style mcr vs NCCL at
+#          every size with no table for this GPU count (the 4-GPU table alone in force)
+#   diag   the small shape again with a second plain copy (the loss yardstick) and, for FSDP2,
+#          mcr without the symmetric buffer ring
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -22,11 +25,12 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
   grep -E "OK|Error|error|^#|^  |pair |ratio|passed|failed|wrote" "$W/$name.log" \
     | grep -v "return func\|deprecat\|Warn\|warn(" | tail -"${TAILN:-8}"
   tar -cf "$OUT/results.tar" -C "$W" . ; }
-PART=${PART:-train}
+PART=" ${PART:-train} "
+has() { [[ "$PART" == *" $1 "* ]]; }
 {
 echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 -c 'import torch, deepspeed, transformers; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "deepspeed", deepspeed.__version__, "transformers", transformers.__version__)'
-if [ "$PART" = train ]; then
+if has train; then
 TAILN=4 step tuner 200 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \
   --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink" \
   --out "$W/nvidia-h200_np$N"
@@ -38,14 +42,20 @@ for shape in small large; do
   done
 done
 fi
-if [ "$PART" = hot ]; then
+if has hot; then
 TAILN=6 step gpu_tests 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests
 TAILN=12 step dispatch_overhead_gpu 100 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 20 -x 3 --batch 5 --max-seconds 0.25"
 for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
   MCR_TUNING_TABLE=tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
-    $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 8 --backend nccl,auto
+    $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 4 --backend nccl,auto
 done
+fi
+if has diag; then
+TAILN=14 step diag_fsdp_small 150 $RUN benchmarks/train_step.py --framework fsdp --shape small \
+  --configs plain,plain2,mcr,mcr-nccl,mcr-plainbuf --pairs 5 --steps 5 --warmup 2 --out "$W"
+TAILN=14 step diag_deepspeed_small 150 $RUN benchmarks/train_step.py --framework deepspeed \
+  --shape small --configs plain,plain2,mcr --pairs 5 --steps 5 --warmup 2 --out "$W"
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .

@@ -11,9 +11,12 @@ communication not hidden under compute, and GPU idle (host-bound) time.
 
 Configurations (`--configs`):
   plain      the framework's own collectives (NCCL on GPUs, Gloo on CPU)
+  plain2     a second plain copy: how far two runs of the same thing differ (GPU kernels such
+             as attention backward are not bit-reproducible), the yardstick for loss equality
   mcr        mcr installed through its public one-liner; the tables decide
   mcr-nccl   mcr installed, every call forced to the default library (mcr.comm.force_backend):
-             what mcr's own dispatch costs
+             what mcr's own dispatch costs (on CPU: forced to Gloo)
+  mcr-plainbuf  FSDP2 only: mcr with all-gather outputs in plain memory (no symmetric ring)
   torch-symm FSDP2 with torch's symmetric-memory comm (FSDPModule.set_symm_mem_for_comm), where
              the installed torch has it
 Shapes: small (16 layers, hidden 2048, seq 1024, micro-batch 1), large (8 layers, hidden 4096,
@@ -26,12 +29,11 @@ seq 2048, micro-batch 2), tiny (CPU, Gloo: for the README and CI).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,9 +114,9 @@ def deepspeed_trainers(configs: list[str], shape: dict[str, int], device: torch.
     default = "nccl" if device.type == "cuda" else "gloo"
     out = []
     for name in configs:
-        if name not in ("plain", "mcr", "mcr-nccl"):
+        if name not in ("plain", "plain2", "mcr", "mcr-nccl"):
             raise SystemExit(f"--configs: {name} is not a DeepSpeed configuration")
-        mcr_ds.uninstall() if name == "plain" else mcr_ds.install()
+        mcr_ds.uninstall() if name.startswith("plain") else mcr_ds.install()
         model = build_model(shape, dtype, device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config)
@@ -133,7 +135,7 @@ def deepspeed_trainers(configs: list[str], shape: dict[str, int], device: torch.
 
 def _deepspeed_enter(name: str, forced: str | None, mcr_ds: Any) -> Callable[[], None]:
     def enter() -> None:
-        if name == "plain":
+        if name.startswith("plain"):
             mcr_ds.uninstall()
         else:
             mcr_ds.install()
@@ -162,14 +164,14 @@ def fsdp_trainers(configs: list[str], shape: dict[str, int], device: torch.devic
                 print(f"train_step: torch {torch.__version__} has no "
                       "FSDPModule.set_symm_mem_for_comm; torch-symm skipped", flush=True)
             continue
-        if name not in ("plain", "mcr", "mcr-nccl", "torch-symm"):
+        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-plainbuf", "torch-symm"):
             raise SystemExit(f"--configs: {name} is not an FSDP2 configuration")
         model = build_model(shape, torch.float32, device)
         for layer in model.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
-        if name in ("mcr", "mcr-nccl"):
-            mcr_fsdp.install(model)
+        if name in ("mcr", "mcr-nccl", "mcr-plainbuf"):
+            mcr_fsdp.install(model, buffers="plain" if name == "mcr-plainbuf" else "auto")
         elif name == "torch-symm":
             model.set_symm_mem_for_comm()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -218,14 +220,17 @@ def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
                          "tokens_per_s": tokens_per_step * steps / dt, "peak_gib": peak})
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    yield
+# Kernels and copies that belong to communication: NCCL's, torch symmetric memory's (barriers,
+# one-/two-shot all-reduce) and device copies (mcr's copy-engine pushes are peer memcpys; local
+# copies of the same kind are counted with them).
+_COMM_WORDS = ("nccl", "memcpy ptop", "memcpy dtod", "barrier", "one_shot", "two_shot",
+               "symm", "multimem")
 
 
 def breakdown(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
-              device: torch.device) -> dict[str, float]:
-    """ms per step: wall, GPU compute, communication, communication not under compute, idle."""
+              device: torch.device) -> dict[str, Any]:
+    """Per step, ms: wall, GPU compute, communication (incl. device copies), the part of it not
+    under compute, and GPU idle (host-bound) time; plus the ten GPU activities that took most."""
     from torch.profiler import ProfilerActivity, profile
     rank = tdist.get_rank()
     t.enter()
@@ -235,24 +240,24 @@ def breakdown(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
         for i in range(steps):
             t.step(*batch(first_step + i, rank, shape, device))
         sync(device)
-        wall = time.perf_counter() - t0
+        wall_us = (time.perf_counter() - t0) * 1e6
     t.leave()
     comp, comm = [], []
+    by_name: dict[str, float] = {}
     for e in prof.events():
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
         span = (e.time_range.start, e.time_range.end)
         name = e.name.lower()
-        is_comm = "nccl" in name or "memcpy ptop" in name or "memcpy dtod (device -> device)" \
-            in name and "peer" in name or "barrier" in name or "all_reduce" in name
-        (comm if is_comm else comp).append(span)
-    u_comp, u_comm = _union(comp), _union(comm)
-    busy = _union(comp + comm)
-    per = 1e3 / steps
-    return {"wall_ms": wall * per, "compute_ms": _length(u_comp) / 1e3 * per,
-            "comm_ms": _length(u_comm) / 1e3 * per,
-            "comm_exposed_ms": (_length(busy) - _length(u_comp)) / 1e3 * per,
-            "gpu_idle_ms": max(0.0, wall * 1e6 - _length(busy)) / 1e3 * per}
+        (comm if any(w in name for w in _COMM_WORDS) else comp).append(span)
+        by_name[e.name[:60]] = by_name.get(e.name[:60], 0.0) + span[1] - span[0]
+    busy, u_comp = _length(_union(comp + comm)), _length(_union(comp))
+    ms = 1e-3 / steps
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:10]
+    return {"wall_ms": wall_us * ms, "compute_ms": u_comp * ms,
+            "comm_ms": _length(_union(comm)) * ms, "comm_exposed_ms": (busy - u_comp) * ms,
+            "gpu_idle_ms": max(0.0, wall_us - busy) * ms,
+            "top_ms": {k: round(v * ms, 3) for k, v in top}}
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -287,7 +292,7 @@ def summarize(trainers: list[Trainer], args: argparse.Namespace) -> dict[str, An
             "peak_gib": max(b["peak_gib"] for b in t.blocks), "losses": t.losses,
         }
         if base is not None and t is not base:
-            ratios = [a / b for a, b in zip(tps, (b["tokens_per_s"] for b in base.blocks))]
+            ratios = [x / y for x, y in zip(tps, (b["tokens_per_s"] for b in base.blocks))]
             diffs = [abs(a - b) for a, b in zip(t.losses, base.losses)]
             row.update(ratio_median=statistics.median(ratios), ratio_min=min(ratios),
                        ratio_max=max(ratios), ratios=ratios,
@@ -306,6 +311,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
     for name, row in res["configs"].items():
         a.plot(range(1, len(row["tokens_per_s"]) + 1), row["tokens_per_s"], "o-", label=name)
         b.plot(row["losses"], label=name, alpha=0.8)
+    a.xaxis.get_major_locator().set_params(integer=True)
     a.set(xlabel="alternated block", ylabel="tokens/s (all ranks)",
           title=f"{res['framework']} {res['shape']}, {res['world_size']} x {res['device']}")
     b.set(xlabel="step", ylabel="loss", title="loss per step")
@@ -350,7 +356,7 @@ def main() -> None:
                 f"{t.name} {t.blocks[-1]['ms_per_step']:.1f} ms/step" for t in trainers),
                 flush=True)
     res = summarize(trainers, args)
-    if args.profile_steps and cuda:
+    if args.profile_steps:
         for t in trainers:
             res["configs"][t.name]["breakdown"] = breakdown(t, step, args.profile_steps, shape,
                                                             device)

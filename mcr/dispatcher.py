@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 
 from .backends import Backend, canonical
 from .errors import BackendUnavailable
@@ -34,9 +35,13 @@ class Dispatcher:
     """Chooses a backend per call from the rules above."""
 
     def __init__(self, backends: dict[str, Backend], tables: TableSet,
-                 env_backend: str | None) -> None:
+                 env_backend: str | None,
+                 uncovered: Callable[[CallKey, str], None] | None = None) -> None:
         self.backends = backends
         self.tables = tables
+        # Told once per (device, group size) that no table covers, with the default in use.
+        self._uncovered = uncovered
+        self._told: set[tuple[str, int]] = set()
         self.env_backend = canonical(env_backend) if env_backend else None
         self.fallbacks: Counter[tuple[str, str, str]] = Counter()
         # (op, backend) -> [calls, bytes] of the decisions dropped from the cache
@@ -98,6 +103,11 @@ class Dispatcher:
         if hit is not None:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
         default = group.default_gpu if key.device == "cuda" else "gloo"
+        if hit is None and self._uncovered and key.nbytes >= 0 \
+                and (key.device, key.group_size) not in self._told \
+                and not self.tables.covers(key.device, key.group_size):
+            self._told.add((key.device, key.group_size))
+            self._uncovered(key, default)
         candidates.append((default, "default"))
         candidates += [(n, "fallback") for n in self.backends]
         reasons = []

@@ -80,6 +80,16 @@ def load_tables_for(cfg: Config, cuda: bool) -> TableSet:
     return load_tables(find_table_files(TABLES_DIR, system_class(cfg, cuda)), known)
 
 
+def tune_command(cfg: Config, cuda: bool, n: int) -> str:
+    """The command that writes a table for n ranks of this machine's class."""
+    out = f"tuning_tables/{system_class(cfg, cuda)}_np{n}"
+    if cuda:
+        return (f"mpirun -np {n} python -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 "
+                f"-x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma "
+                f"--out {out}")
+    return f"mpiexec -n {n} python -m tuner -m 4:16MiB -f 4 -i 40 -x 5 --out {out}"
+
+
 def check_same_tables(world: Group, tables: TableSet, cfg: Config) -> None:
     """All ranks must run the same rules, or they would pick different libraries and hang."""
     mine = (tables.fingerprint(), cfg.backend or "", cfg.profile, tables.describe())

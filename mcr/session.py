@@ -91,11 +91,25 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     runtime.check_same_tables(world, tables, cfg)
     logger = CommsLogger()
     logger.configure(enabled=cfg.log)
-    disp = Dispatcher(backends, tables, cfg.backend)
+    disp = Dispatcher(backends, tables, cfg.backend,
+                      _uncovered_notice(cfg, cuda, launch.rank) if not cfg.backend else None)
     rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda)
     _register(rt, world)
     rt.by_pg[tdist.group.WORLD] = world
     return rt
+
+
+def _uncovered_notice(cfg: Config, cuda: bool, rank: int) -> Any:
+    """Rank 0 says once per device and group size that no table covers it, and how to tune."""
+    def notice(key: Any, default: str) -> None:
+        if rank == 0:
+            eta = "about 1-2 minutes" if key.device == "cuda" else "about a minute"
+            print(f"mcr: no tuning table covers {key.group_size} ranks of {key.device} tensors "
+                  f"on this machine ({runtime.system_class(cfg, cuda)}); those calls go to the "
+                  f"default library ({default}). To tune ({eta}): "
+                  f"{runtime.tune_command(cfg, key.device == 'cuda', key.group_size)}",
+                  flush=True)
+    return notice
 
 
 def _register(rt: runtime.Runtime, g: Group) -> None:

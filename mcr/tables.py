@@ -282,6 +282,10 @@ class TableSet:
                     return rng.backends[i], rng.where[i]
         return None
 
+    def covers(self, device: str, group_size: int) -> bool:
+        """Whether any table has rules for this device and group size."""
+        return any(d == device and g == group_size for d, g, _ in self._index)
+
     def fingerprint(self) -> str:
         """Short hash of every rule in force; equal on all ranks or init refuses to start."""
         body = json.dumps(sorted(json.dumps([t.device, t.raw.get("groups")], sort_keys=True,
@@ -289,8 +293,12 @@ class TableSet:
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """One line naming the files in force."""
-        return ", ".join(t.path for t in self.tables) or "(no tuning table)"
+        """One line naming the files in force and the device and group sizes each covers."""
+        parts = []
+        for t in self.tables:
+            sizes = sorted({g for g, _ in t.rules})
+            parts.append(f"{t.path} ({t.device}, groups {', '.join(map(str, sizes))})")
+        return "; ".join(parts) or "(no tuning table)"
 
 
 def find_table_files(location: str | Path, system_class: str | None) -> list[Path]:
