@@ -9,6 +9,8 @@
 #          every size with no table for this GPU count (the 4-GPU table alone in force)
 #   diag   the small shape again with a second plain copy (the loss yardstick) and, for FSDP2,
 #          mcr without the symmetric buffer ring
+#   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
+#          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; 8 rounds, rotated
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -45,7 +47,7 @@ fi
 if has hot; then
 TAILN=6 step gpu_tests 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests
 TAILN=12 step dispatch_overhead_gpu 100 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
-B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 20 -x 3 --batch 5 --max-seconds 0.25"
+B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 24 -x 2 --batch 5 --max-seconds 0.3 --rounds 3"
 for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
   MCR_TUNING_TABLE=tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
     $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 4 --backend nccl,auto
@@ -56,6 +58,15 @@ TAILN=14 step diag_fsdp_small 150 $RUN benchmarks/train_step.py --framework fsdp
   --configs plain,plain2,mcr,mcr-nccl,mcr-plainbuf --pairs 5 --steps 5 --warmup 2 --out "$W"
 TAILN=14 step diag_deepspeed_small 150 $RUN benchmarks/train_step.py --framework deepspeed \
   --shape small --configs plain,plain2,mcr --pairs 5 --steps 5 --warmup 2 --out "$W"
+fi
+if has steps; then
+for shape in large small; do
+  for fw in fsdp deepspeed; do
+    TAILN=3 step "steps_${fw}_$shape" 130 $RUN benchmarks/train_step.py --framework $fw \
+      --shape $shape --configs plain,plain2,mcr,mcr-nccl --pairs 8 --steps 3 --warmup 2 \
+      --out "$W"
+  done
+done
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .

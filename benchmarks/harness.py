@@ -104,6 +104,11 @@ def parser(title: str) -> argparse.ArgumentParser:
                          "replays (the cost per call inside a graph-captured training step)")
     ap.add_argument("--symm", default=None, metavar="BACKEND",
                     help="allocate outputs with mcr.comm.symmetric_empty(backend=BACKEND)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure the backends of a size in this many interleaved rounds (A B, "
+                         "B A, ...), each with a share of the iterations and time; the 'x first'"
+                         " column is the median over rounds of the first backend's median time "
+                         "over this one's (> 1: faster than the first)")
     return ap
 
 
@@ -213,23 +218,37 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
               + (", replayed from one CUDA graph" if getattr(args, "graph", False) else "")
               + (f", outputs in {args.symm} symmetric memory" if ctx.symm else ""))
         print(f"# {'Size':>10} {'Backend':>12} {'Avg Latency(us)':>16} {'Median(us)':>11} "
-              f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}",
-              flush=True)
+              f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} "
+              f"{'x first':>8}", flush=True)
+    rounds = max(1, getattr(args, "rounds", 1))
     for size in sizes(args.message_size, args.factor, unit):
         case = bench.setup(ctx, size)
+        buf = "symmetric" if ctx.symm and bench.op in SYMM_OUTPUT_OPS else "plain"
+        samples: dict[str, list[float]] = {}
+        per_round: dict[str, list[float]] = {}
+        for k in range(rounds):
+            for be in backends[k % len(backends):] + backends[:k % len(backends)]:
+                if be in samples and samples[be] is None:
+                    continue            # declined in an earlier round
+                try:
+                    t = time_case(case, None if be == "auto" else be, args.iterations,
+                                  args.warmup, device, args.max_seconds / rounds,
+                                  getattr(args, "batch", 1), getattr(args, "graph", False))
+                except BackendUnavailable as e:
+                    samples[be] = None  # type: ignore[assignment]
+                    if rank == 0:
+                        print(f"  {size:>10} {be:>12}   declined: {str(e).splitlines()[0]}")
+                    continue
+                samples.setdefault(be, []).extend(t)
+                per_round.setdefault(be, []).append(statistics.median(t))
+        first = next((b for b in backends if samples.get(b)), None)
         for be in backends:
+            t = samples.get(be)
+            if not t:
+                continue
             name = None if be == "auto" else be
-            buf = "symmetric" if ctx.symm and bench.op in SYMM_OUTPUT_OPS else "plain"
             label = f"auto={chosen_backend(bench.op, size, dtype, device, buf)}" \
                 if name is None else be
-            try:
-                t = time_case(case, name, args.iterations, args.warmup, device,
-                              args.max_seconds, getattr(args, "batch", 1),
-                              getattr(args, "graph", False))
-            except BackendUnavailable as e:
-                if rank == 0:
-                    print(f"  {size:>10} {label:>12}   declined: {str(e).splitlines()[0]}")
-                continue
             if args.validate and case.check is not None:
                 case.call(name)
                 _sync(device)
@@ -237,6 +256,7 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
             med = statistics.median(t)
             q = statistics.quantiles(t, n=10) if len(t) >= 2 else [med] * 9
             algbw = size / med / 1e9
+            vs_first = statistics.median(a / b for a, b in zip(per_round[first], per_round[be]))
             row = {"op": bench.op, "ranks": n, "device": device, "dtype": args.dtype,
                    "bytes": size, "backend": be, "served_by": label.removeprefix("auto="),
                    "avg_us": statistics.fmean(t) * 1e6, "median_us": med * 1e6,
@@ -244,12 +264,13 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
                    "max_us": max(t) * 1e6, "iters": len(t), "algbw_gbs": algbw,
                    "busbw_gbs": algbw * bus_factor(bench.op, n),
                    "batch": getattr(args, "batch", 1), "symm": ctx.symm or "",
-                   "graph": int(getattr(args, "graph", False))}
+                   "graph": int(getattr(args, "graph", False)), "rounds": rounds,
+                   "vs_first": vs_first}
             rows.append(row)
             if rank == 0:
                 print(f"  {size:>10} {label:>12} {row['avg_us']:>16.2f} {row['median_us']:>11.2f}"
                       f" {row['p10_us']:>9.2f} {row['p90_us']:>9.2f} {algbw:>12.3f}"
-                      f" {row['busbw_gbs']:>12.3f}", flush=True)
+                      f" {row['busbw_gbs']:>12.3f} {vs_first:>8.3f}", flush=True)
     if rank == 0 and args.csv and rows:
         new = not os.path.exists(args.csv)
         with open(args.csv, "a", newline="") as f:

@@ -3,9 +3,10 @@
 A Llama-style decoder from transformers (random init, bf16 on GPUs), AdamW, random tokens. Every
 configuration trains its own copy of the model, built from the same seed, on the same batches,
 in one process per rank: blocks of `--steps` steps run in turn, configuration after
-configuration, `--pairs` times (A B C, A B C, ...), so drift on a shared machine hits all of them
-alike. Per block: tokens/s, step time, peak memory; per step: the loss of every configuration
-(equal step by step is the correctness check). Then `--profile-steps` steps of each
+configuration, `--pairs` times, the order rotated each round (A B C, B C A, C A B, ...), so drift
+on a shared machine and the cost of switching copies hit all of them alike. Per block: tokens/s,
+step time, peak memory; per step: the loss of every configuration (equal step by step is the
+correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps` steps of each
 configuration under torch.profiler give a breakdown of the step: GPU compute, communication,
 communication not hidden under compute, and GPU idle (host-bound) time.
 
@@ -348,7 +349,9 @@ def main() -> None:
         run_block(t, step, args.warmup, shape, device, tokens, record=False)
     step += args.warmup
     for p in range(args.pairs):
-        for t in trainers:
+        # Rotate the order each round: whichever copy runs first after a switch pays for it.
+        k = p % len(trainers)
+        for t in trainers[k:] + trainers[:k]:
             run_block(t, step, args.steps, shape, device, tokens, record=True)
         step += args.steps
         if rank == 0:

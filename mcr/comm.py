@@ -613,6 +613,11 @@ def irecv(tensor: torch.Tensor, src: int | None = None, group: Any = None, tag: 
           backend: str | None = None) -> Work:
     """Non-blocking receive into tensor from global rank src (None: any)."""
     b, g, gp, t = _p2p("irecv", tensor, src, group, tag, backend)
+    if gp is None and not b.any_source:
+        # The sender chose the same library from the same key, so another cannot step in.
+        raise CallError(f"irecv: {b.name} cannot receive from any source; pass src, or route "
+                        "this size of point-to-point to a library that can (backend=mpi, or "
+                        "gloo for CPU tensors, on both sides)")
     c, after = _out(t)
     return _end(b.recv(c, gp, tag, g), after, True, b)
 

@@ -32,6 +32,8 @@ class Backend:
     # Reduces with ReduceOp.PREMUL_SUM(factor) itself; others get the input pre-multiplied by
     # mcr.comm and reduce with SUM.
     native_premul: bool = False
+    # Can receive from any source (recv with src=None).
+    any_source: bool = True
 
     # -- handles -------------------------------------------------------------------------
     def bind(self, spec: Spec) -> Any:

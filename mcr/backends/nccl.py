@@ -21,6 +21,7 @@ class NcclBackend(TorchPGBackend):
     name = "nccl"
     domain = STREAM
     native_premul = True
+    any_source = False
 
     def bind(self, spec: Spec) -> Any:
         """The ranks' own torch group if it runs NCCL for CUDA tensors, else a new one."""
