@@ -6,9 +6,9 @@ in one process per rank: blocks of `--steps` steps run in turn, configuration af
 configuration, `--pairs` times, the order rotated each round (A B C, B C A, C A B, ...), so drift
 on a shared machine and the cost of switching copies hit all of them alike. Per block: tokens/s,
 step time, peak memory; per step: the loss of every configuration (equal step by step is the
-correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps` steps of each
-configuration under torch.profiler give a breakdown of the step: GPU compute, communication,
-communication not hidden under compute, and GPU idle (host-bound) time.
+correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps`
+steps of each configuration under torch.profiler give a breakdown of the step: GPU compute,
+communication, communication not hidden under compute, and GPU idle (host-bound) time.
 
 Configurations (`--configs`):
   plain      the framework's own collectives (NCCL on GPUs, Gloo on CPU)
