@@ -14,7 +14,9 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.
   .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -e '.[test]'
+  # A regular install (not -e): it ships mcr_autoload.pth, which MCR_DEEPSPEED=1 needs; the
+  # checkout stays first on PYTHONPATH below, so edits take effect without reinstalling.
+  .venv/bin/pip install -q '.[test]'
 fi
 PY=$PWD/.venv/bin/python
 export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD

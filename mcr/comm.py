@@ -266,7 +266,7 @@ def _end(w: Any, after: list[Callable[[], None]] | None, async_op: bool, b: Back
             for fn in after:
                 fn()
         elif type(w) is Work:
-            w._after.extend(after)
+            w._after = (w._after or []) + after
         else:
             w = Work("call", b.name, 0, 0, torch_work=w, stream_ordered=b.domain == STREAM,
                      after=after)

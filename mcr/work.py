@@ -177,9 +177,9 @@ class Work(tdist.Work):
             PENDING[0] += 1
         self._mpi_test = mpi_test
         self._stream = stream_ordered
-        self._after = after or []
+        self._after = after
         self._done = False
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() if ON_COMPLETE else 0.0
         self.source: Callable[[], int] | None = None  # sender of an any-source receive
         # Buffers a library reads or writes until completion; mpi4py does not hold them for us.
         self._keep = keep
@@ -201,6 +201,15 @@ class Work(tdist.Work):
     def wait(self, timeout: timedelta | float | None = None) -> bool:
         """Complete the op for the caller (stream-ordered: current stream waits; host: blocks)."""
         if self._done:
+            return True
+        if timeout is None and self._torch is not None and not self._reqs and not PENDING[0]:
+            # The common case, cheaply: a torch work, no MPI owed: torch waits (host libraries
+            # with their group's timeout, which mcr set to MCR_TIMEOUT_S).
+            try:
+                self._torch.wait()
+            except RuntimeError as e:
+                self._raise(e, get_timeout())
+            self._complete()
             return True
         secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         secs = get_timeout() if secs is None else secs
@@ -229,8 +238,9 @@ class Work(tdist.Work):
 
     def _complete(self) -> None:
         """The library is done for the caller: copy-backs, release, completion hooks."""
-        for fn in self._after:
-            fn()
+        if self._after:
+            for fn in self._after:
+                fn()
         self._done = True
         self._keep = ()
         if self._reqs:
@@ -256,9 +266,13 @@ class Work(tdist.Work):
         try:
             wait()
         except RuntimeError as e:
-            if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-                raise _timeout_error(self.describe(), secs) from e
-            raise
+            self._raise(e, secs)
+
+    def _raise(self, e: RuntimeError, secs: float) -> None:
+        """Re-raise a library's error; its timeout as mcr's McrTimeoutError naming the call."""
+        if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+            raise _timeout_error(self.describe(), secs) from e
+        raise e
 
     def _block_stream(self) -> None:
         ev = torch.cuda.Event()

@@ -43,9 +43,10 @@ def run_mpi(n: int, script: str, *args: str, env: dict[str, str] | None = None,
 
 def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = None,
                  timeout: float = 600) -> str:
-    """Run tests/workers/<script> on n ranks under torchrun."""
+    """Run tests/workers/<script> (or a path from the repo root) on n ranks under torchrun."""
+    path = WORKERS / script if "/" not in script else ROOT / script
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={n}", str(WORKERS / script), *args]
+           f"--nproc_per_node={n}", str(path), *args]
     return _run(cmd, env, timeout)
 
 

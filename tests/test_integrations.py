@@ -29,6 +29,13 @@ def test_deepspeed_zero3_install_before_init():
         "DEEPSPEED OK 5")
 
 
+def test_deepspeed_env_var_routes_without_code_change():
+    """MCR_DEEPSPEED=1: mcr's .pth hook installs the integration when DeepSpeed is imported."""
+    out = run_torchrun(2, "deepspeed_worker.py", "--autoload", "--steps", "5",
+                       env={"MCR_DEEPSPEED": "1"})
+    _ok(out, "DEEPSPEED OK 5")
+
+
 def test_deepspeed_zero3_mpi_forced():
     out = run_mpi(2, "deepspeed_worker.py", "--expect", "all_gather:mpi,reduce_scatter:mpi",
                   env={"MCR_BACKEND": "mpi"})
@@ -83,3 +90,18 @@ def test_fsdp_buffer_ring_reuses_only_dropped_buffers():
     d = ring.take([5], torch.bfloat16)          # a new size: its own buffers
     assert len(made) == 4 and d.dtype == torch.bfloat16
     del b, c
+
+
+@pytest.mark.parametrize("framework", ["deepspeed", "fsdp"])
+def test_train_step_benchmark_tiny_cpu(framework, tmp_path):
+    """benchmarks/train_step.py end to end on CPU: every configuration trains, losses equal."""
+    import json
+    run_torchrun(2, "benchmarks/train_step.py", "--framework", framework, "--shape", "tiny",
+                 "--pairs", "2", "--steps", "2", "--profile-steps", "1", "--out", str(tmp_path))
+    res = json.loads((tmp_path / f"train_{framework}_tiny_np2.json").read_text())
+    assert set(res["configs"]) == {"plain", "mcr", "mcr-nccl"}
+    for name in ("mcr", "mcr-nccl"):
+        row = res["configs"][name]
+        assert row["loss_max_abs_diff"] == 0.0 and row["loss_equal_steps"] == 4, row
+        assert len(row["ratios"]) == 2 and row["breakdown"]["wall_ms"] > 0
+    assert (tmp_path / f"train_{framework}_tiny_np2.png").stat().st_size > 10_000

@@ -80,7 +80,7 @@ class TorchPGBackend(Backend):
         return o
 
     def _work(self, op: str, t: torch.Tensor, g: Group, w: Any) -> Work:
-        return Work(op, self.name, t.numel() * t.element_size(), g.size, torch_work=w,
+        return Work(op, self.name, t.nbytes, g.size, torch_work=w,
                     stream_ordered=self.domain == STREAM)
 
     def _waits_here(self, sync: bool) -> bool:

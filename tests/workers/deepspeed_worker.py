@@ -19,6 +19,7 @@ import deepspeed  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 import mcr.integrations.deepspeed as mcr_ds  # noqa: E402
+from mcr import bypass  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=20)
@@ -26,7 +27,13 @@ ap.add_argument("--overlap-comm", action="store_true")
 ap.add_argument("--install-first", action="store_true",
                 help="install() before deepspeed.init_distributed, run only through mcr")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
+ap.add_argument("--autoload", action="store_true",
+                help="MCR_DEEPSPEED=1 is set: importing DeepSpeed must have installed mcr")
 args = ap.parse_args()
+if args.autoload:
+    assert os.environ.get("MCR_DEEPSPEED") == "1" and mcr_ds.installed(), \
+        "MCR_DEEPSPEED=1 did not route deepspeed.comm through mcr at import"
+    mcr_ds.uninstall()   # the plain run below needs DeepSpeed's own collectives
 
 
 class Net(torch.nn.Module):
@@ -86,6 +93,7 @@ if not args.install_first:
     assert not dist.is_initialized(), "mcr started before install()"
     assert mcr_ds.install() > 30 and mcr_ds.install() > 30   # idempotent
 assert dist.is_initialized()
+bypass.COUNTS.clear()    # count only the run through mcr (autoload counted the plain one too)
 through_mcr = train(rank)
 rows = dist.log_summary(return_dict=True)
 served = sum(r["count"] for r in rows if r["kind"] == "served")

@@ -1,0 +1,26 @@
+"""Build hook: ship mcr_autoload.pth at the top of site-packages (MCR_DEEPSPEED=1 needs it);
+everything else is in pyproject.toml."""
+
+import os
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+PTH = os.path.join("mcr", "integrations", "mcr_autoload.pth")
+
+
+class BuildPyWithPth(build_py):
+    """build_py that also places mcr_autoload.pth beside the packages."""
+
+    def run(self) -> None:
+        """Build the packages, then copy the .pth file to the top of the build."""
+        super().run()
+        self.copy_file(PTH, os.path.join(self.build_lib, os.path.basename(PTH)))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        """The packages' files and the .pth file (editable installs read this list)."""
+        return [*super().get_outputs(include_bytecode),
+                os.path.join(self.build_lib, os.path.basename(PTH))]
+
+
+setup(cmdclass={"build_py": BuildPyWithPth})
