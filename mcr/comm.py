@@ -213,13 +213,14 @@ def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
     # decides alike, whatever its factor.
     rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
+    graph = rt.cuda and _capturing()
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
           0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
-          rk, prof, forced, buffer)
+          rk, prof, forced, buffer, graph)
     hit = rt.fast.get(fk)
     if hit is None or rt.cfg.check:
         key = CallKey(op, g.size, nbytes, None if t is None else t.dtype, _device(t), redop,
-                      prof, buffer)
+                      prof, buffer, graph)
         hit = rt.dispatcher.entry(key, g, forced)
         if rt.cfg.check:
             checks.across_ranks(key, g, root, hit[0].name, offset)
@@ -231,6 +232,11 @@ def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     if nbytes > 0:
         n[1] += nbytes
     return hit[0]
+
+
+# Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+    torch.cuda.is_current_stream_capturing
 
 
 def _redop(op: Any, what: str) -> Any:

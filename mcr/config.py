@@ -1,93 +1,140 @@
-"""Environment knobs, read once at init (README "Environment variables" documents each)."""
+"""Environment knobs: one list (KNOBS) names each, its parser, default and whether every rank
+must agree on it; read once at init (README "Environment variables" documents each)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
+def _text(name: str, raw: str) -> str | None:
+    return raw or None
+
+
+def _bool(name: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError(f"{name}={raw!r} is not a yes/no value: use one of "
+                     f"{', '.join(_TRUE + _FALSE)}")
+
+
+def _positive(name: str, raw: str) -> float:
     try:
         val = float(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
-    if val <= 0:
-        raise ValueError(f"{name}={raw!r} must be positive")
+        raise ValueError(f"{name}={raw!r} is not a number (seconds)") from None
+    if not val > 0 or val == float("inf"):
+        raise ValueError(f"{name}={raw!r} must be a positive, finite number of seconds")
     return val
 
 
-def _env_int(name: str, default: int, least: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
+def _int_from(least: int) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            val = int(raw)
+        except ValueError:
+            raise ValueError(f"{name}={raw!r} is not an integer") from None
+        if val < least:
+            raise ValueError(f"{name}={raw!r} must be {least} or more")
+        return val
+    return parse
+
+
+def _bytes(name: str, raw: str) -> float:
+    from .units import parse_bytes
     try:
-        val = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
-    if val < least:
-        raise ValueError(f"{name}={raw!r} must be {least} or more")
-    return val
+        return parse_bytes(raw)
+    except ValueError as e:
+        raise ValueError(f"{name}={raw!r}: {e}") from None
 
 
-def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
-    val = os.environ.get(name, default) or default
-    if val not in allowed:
-        raise ValueError(f"{name}={val!r} must be one of {', '.join(allowed)}")
-    return val
+def _choice(*allowed: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        if raw not in allowed:
+            raise ValueError(f"{name}={raw!r} must be one of {', '.join(allowed)}")
+        return raw
+    return parse
 
 
-def _env_bool(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+@dataclass(frozen=True)
+class Knob:
+    """One MCR_* variable."""
+
+    env: str
+    field: str
+    parse: Callable[[str, str], Any]
+    default: str            # as it would be written in the environment ("" for unset)
+    agree: bool             # every rank must use the same value (it steers decisions)
+
+
+KNOBS = (
+    Knob("MCR_BACKEND", "backend", _text, "", True),
+    Knob("MCR_TUNING_TABLE", "tuning_table", _text, "", False),   # contents compared instead
+    Knob("MCR_SYSTEM_CLASS", "system_class", _text, "", False),   # likewise
+    Knob("MCR_PROFILE", "profile", _choice("standalone", "overlap"), "standalone", True),
+    Knob("MCR_TIMEOUT_S", "timeout_s", _positive, "600", False),
+    Knob("MCR_LOG", "log", _bool, "0", False),
+    Knob("MCR_CHECK", "check", _bool, "0", True),
+    Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
+    Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
+    Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
+    Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _bytes, "256MiB", True),
+    Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
+    Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
+    Knob("MCR_SDMA_GRAPHS", "sdma_graphs", _int_from(0), "64", True),
+    Knob("MCR_SDMA_COPY", "sdma_copy", _choice("dtod", "unified"), "dtod", False),
+    Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _bytes, "1MiB", True),
+    Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
+    Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
+    Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _bytes, "64MiB", True),
+    Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", _int_from(2), "4", True),
+)
 
 
 @dataclass
 class Config:
-    """Settings in force for this process."""
+    """Settings in force for this process (one field per knob of KNOBS)."""
 
-    backend: str | None          # MCR_BACKEND: force one backend for every call
-    tuning_table: str | None     # MCR_TUNING_TABLE: file or folder of tables
-    system_class: str | None     # MCR_SYSTEM_CLASS: override the detected system class
-    profile: str                 # MCR_PROFILE: standalone | overlap
-    timeout_s: float             # MCR_TIMEOUT_S: every blocking wait raises after this
-    log: bool                    # MCR_LOG: comms logger on
-    check: bool                  # MCR_CHECK: compare each call's size/dtype across ranks
-    mpi_cuda_aware: str          # MCR_MPI_CUDA_AWARE: auto | 0 | 1
-    mpi_pinned_max: float        # MCR_MPI_PINNED_MAX_BYTES: pinned staging cache bound
-    sdma_max_bytes: float = 256 * 2**20   # MCR_SDMA_MAX_BYTES: sdma transit per rank block
-    sdma_zero_copy: bool = True           # MCR_SDMA_ZERO_COPY: write into symmetric outputs
-    symm_max_bytes: float = 2**20         # MCR_SYMM_MAX_BYTES: symm staging buffer
-    symm_two_shot_bytes: float = 512 * 2**10  # MCR_SYMM_TWO_SHOT_BYTES: two-shot from here
-    nccl_ce_max_bytes: float = 64 * 2**20     # MCR_NCCL_CE_MAX_BYTES: nccl_ce window per rank
-    sdma_sync: str = "kernel"             # MCR_SDMA_SYNC: kernel | memops
-    sdma_graphs: int = 64                 # MCR_SDMA_GRAPHS: captured calls kept per group
-    fsdp_buffers: int = 4                 # MCR_FSDP_BUFFERS: symmetric all-gather outputs per size
+    backend: str | None = None          # force one backend for every call
+    tuning_table: str | None = None     # file or folder of tables
+    system_class: str | None = None     # override the detected system class
+    profile: str = "standalone"         # standalone | overlap
+    timeout_s: float = 600.0            # every blocking wait raises after this
+    log: bool = False                   # per-call timing on
+    check: bool = False                 # compare each call across ranks
+    deepspeed: bool = False             # route DeepSpeed through mcr at its import
+    mpi_cuda_aware: str = "auto"        # auto | 0 | 1
+    mpi_pinned_max_bytes: float = 2**30           # pinned staging cache bound
+    sdma_max_bytes: float = 256 * 2**20           # sdma transit per rank block
+    sdma_zero_copy: bool = True                   # write into symmetric outputs
+    sdma_sync: str = "kernel"                     # kernel | memops
+    sdma_graphs: int = 64                         # captured calls kept per group
+    sdma_copy: str = "dtod"                       # dtod | unified
+    symm_max_bytes: float = 2**20                 # symm staging buffer
+    symm_two_shot_bytes: float = 512 * 2**10      # two-shot from here
+    nccl_ce: bool = False                         # enable nccl_ce
+    nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
+    fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size
+
+    def agreeing(self) -> dict[str, Any]:
+        """The knobs every rank must share, by variable name."""
+        return {k.env: getattr(self, k.field) for k in KNOBS if k.agree}
 
 
 def from_env() -> Config:
-    """Read MCR_* variables; raise ValueError naming a bad one."""
-    from .units import parse_bytes
+    """Read every MCR_* variable; ValueError naming a bad value and what is allowed."""
+    values: dict[str, Any] = {}
+    for k in KNOBS:
+        raw = os.environ.get(k.env, "").strip() or k.default
+        values[k.field] = k.parse(k.env, raw) if raw else None
+    return Config(**values)
 
-    profile = os.environ.get("MCR_PROFILE", "standalone") or "standalone"
-    return Config(
-        backend=os.environ.get("MCR_BACKEND") or None,
-        tuning_table=os.environ.get("MCR_TUNING_TABLE") or None,
-        system_class=os.environ.get("MCR_SYSTEM_CLASS") or None,
-        profile=profile,
-        timeout_s=_env_float("MCR_TIMEOUT_S", 600.0),
-        log=_env_bool("MCR_LOG"),
-        check=_env_bool("MCR_CHECK"),
-        mpi_cuda_aware=_choice("MCR_MPI_CUDA_AWARE", "auto", ("auto", "0", "1")),
-        mpi_pinned_max=parse_bytes(os.environ.get("MCR_MPI_PINNED_MAX_BYTES", "1GiB")),
-        sdma_max_bytes=parse_bytes(os.environ.get("MCR_SDMA_MAX_BYTES", "256MiB")),
-        sdma_zero_copy=os.environ.get("MCR_SDMA_ZERO_COPY", "1").strip() not in ("0", "false",
-                                                                                   "no", "off"),
-        symm_max_bytes=parse_bytes(os.environ.get("MCR_SYMM_MAX_BYTES", "1MiB")),
-        symm_two_shot_bytes=parse_bytes(os.environ.get("MCR_SYMM_TWO_SHOT_BYTES", "512KiB")),
-        nccl_ce_max_bytes=parse_bytes(os.environ.get("MCR_NCCL_CE_MAX_BYTES", "64MiB")),
-        sdma_sync=_choice("MCR_SDMA_SYNC", "kernel", ("kernel", "memops")),
-        sdma_graphs=_env_int("MCR_SDMA_GRAPHS", 64),
-        fsdp_buffers=_env_int("MCR_FSDP_BUFFERS", 4, least=2),
-    )
+
+assert {k.field for k in KNOBS} == {f.name for f in fields(Config)}, "KNOBS and Config differ"

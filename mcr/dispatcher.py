@@ -27,8 +27,9 @@ def describe_key(key: CallKey) -> str:
     """`all_reduce of 4096 B float32 on cpu, group of 2` for messages."""
     red = f" ({redop_name(key.redop)})" if key.redop is not None else ""
     buf = " into symmetric memory" if key.buffer != "plain" else ""
+    cap = " inside CUDA graph capture" if key.graph else ""
     return (f"{key.op}{red} of {format_bytes(key.nbytes)} B {dtype_name(key.dtype)} on "
-            f"{key.device}{buf}, group of {key.group_size}")
+            f"{key.device}{buf}{cap}, group of {key.group_size}")
 
 
 class Dispatcher:

@@ -52,6 +52,9 @@ class CallKey(NamedTuple):
     # "symmetric" when the output lies in memory from mcr.comm.symmetric_empty (on every rank,
     # as zero-copy requires), which copy-engine backends write without staging.
     buffer: str = "plain"
+    # Made while the caller's stream is capturing a CUDA graph: only libraries whose work is
+    # stream-ordered GPU work can be captured (every rank captures the same calls).
+    graph: bool = False
 
 
 REDOP_NAMES = {

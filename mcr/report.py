@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import bypass
-from .runtime import Runtime
+from .runtime import Runtime, system_class
 
 
 def _human(n: int) -> str:
@@ -31,7 +31,8 @@ def rows(rt: Runtime) -> list[dict[str, Any]]:
 def summary(rt: Runtime) -> str:
     """The rows as text for a person (rank 0's view; every rank makes the same calls)."""
     served = rt.dispatcher.served()
-    lines = [f"mcr summary: {rt.world.size} ranks; tables: {rt.tables.describe()}",
+    lines = [f"mcr summary: {rt.world.size} ranks on {system_class(rt.cfg, rt.cuda)}; tables: "
+             f"{rt.tables.describe(system_class(rt.cfg, rt.cuda))}",
              f"{'op':<16}{'library':<10}{'calls':>10}{'bytes':>12}"]
     total = 0
     for (op, b), (calls, nbytes) in sorted(served.items()):

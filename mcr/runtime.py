@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,13 +72,15 @@ def system_class(cfg: Config, cuda: bool) -> str:
 
 
 def load_tables_for(cfg: Config, cuda: bool) -> TableSet:
-    """MCR_TUNING_TABLE (file or folder), else the shipped tables of this system class."""
+    """MCR_TUNING_TABLE (a file, or a folder's tables of this system class), else the shipped
+    tables of this system class."""
     known = backends_mod.KNOWN
+    cls = system_class(cfg, cuda)
     if cfg.tuning_table:
-        return load_tables(find_table_files(cfg.tuning_table, None), known)
+        return load_tables(find_table_files(cfg.tuning_table, cls, explicit=True), known)
     if not TABLES_DIR.is_dir():
         return TableSet([])
-    return load_tables(find_table_files(TABLES_DIR, system_class(cfg, cuda)), known)
+    return load_tables(find_table_files(TABLES_DIR, cls), known)
 
 
 def tune_command(cfg: Config, cuda: bool, n: int) -> str:
@@ -90,19 +93,42 @@ def tune_command(cfg: Config, cuda: bool, n: int) -> str:
     return f"mpiexec -n {n} python -m tuner -m 4:16MiB -f 4 -i 40 -x 5 --out {out}"
 
 
-def check_same_tables(world: Group, tables: TableSet, cfg: Config) -> None:
-    """All ranks must run the same rules, or they would pick different libraries and hang."""
-    mine = (tables.fingerprint(), cfg.backend or "", cfg.profile, tables.describe())
+def decision_inputs(tables: TableSet, cfg: Config, cuda: bool) -> dict[str, Any]:
+    """Everything a rank's decisions depend on besides the call: the rules of its tables, the
+    knobs that steer decisions, the library versions."""
+    import mcr
+    out: dict[str, Any] = {"tuning rules": tables.fingerprint(), "mcr": mcr.__version__,
+                           "torch": torch.__version__}
+    out.update(cfg.agreeing())
+    if cuda:
+        out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        out["MPI library"] = mpi.Get_library_version().splitlines()[0].strip()
+    return out
+
+
+def check_agreement(world: Group, tables: TableSet, cfg: Config, cuda: bool) -> None:
+    """All ranks must decide alike, or they would pick different libraries and hang: compare
+    every decision input once, at init, and stop every rank, naming what differs, if any does."""
+    mine = decision_inputs(tables, cfg, cuda)
+    mine["(tables)"] = tables.describe()
     every: list[Any] = [None] * world.size
     tdist.all_gather_object(every, mine, group=world.handles["gloo"])
-    variants: dict[tuple, list[int]] = {}
-    for r, fp in enumerate(every):
-        variants.setdefault(tuple(fp[:3]), []).append(r)
-    if len(variants) > 1:
-        lines = [f"ranks {rs}: table fingerprint {fp[0]} ({every[rs[0]][3]}), MCR_BACKEND="
-                 f"{fp[1] or '(unset)'}, MCR_PROFILE={fp[2]}" for fp, rs in variants.items()]
-        raise MismatchError("mcr: ranks loaded different tuning rules; refusing to start "
-                            "(mixing them would hang):\n  " + "\n  ".join(lines))
+    keys = [k for k in mine if not k.startswith("(")
+            and any(e.get(k) != mine[k] for e in every)]
+    if keys:
+        lines = []
+        for k in keys:
+            by_value: dict[str, list[int]] = {}
+            for r, e in enumerate(every):
+                by_value.setdefault(repr(e.get(k)), []).append(r)
+            lines.append(f"{k}: " + "; ".join(f"ranks {rs} have {v}"
+                                              for v, rs in by_value.items()))
+            if k == "tuning rules":
+                lines += [f"  rank {r} loaded {e['(tables)']}" for r, e in enumerate(every)]
+        raise MismatchError("mcr: ranks differ in what steers their decisions; refusing to "
+                            "start (mixing them would hang):\n  " + "\n  ".join(lines))
 
 
 def install(rt: Runtime) -> None:

@@ -70,11 +70,16 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         raise
     rt.own_pg, rt.init_args = own_pg, args
     runtime.install(rt)
+    cls = runtime.system_class(cfg, cuda)
+    if launch.rank == 0:
+        for t in rt.tables.foreign(cls):   # said even when not verbose: never silently
+            print(f"mcr: tuning table {t.path} was measured on {t.system.get('class')!r}, this "
+                  f"machine is {cls!r}; its rules are in force (MCR_TUNING_TABLE)", flush=True)
     if verbose and launch.rank == 0:
         avail = [n for n, b in rt.backends.items()
                  if not isinstance(b, backends_mod.Unavailable)]
         print(f"mcr: {launch.world_size} ranks via {launch.launcher}; backends {avail}; "
-              f"tables: {rt.tables.describe()}", flush=True)
+              f"tables: {rt.tables.describe(cls)}", flush=True)
 
 
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
@@ -88,7 +93,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
                 pg=tdist.group.WORLD)
     world = backends_mod.bind_group(backends, spec, default_gpu)
     tables = runtime.load_tables_for(cfg, cuda)
-    runtime.check_same_tables(world, tables, cfg)
+    runtime.check_agreement(world, tables, cfg, cuda)
     logger = CommsLogger()
     logger.configure(enabled=cfg.log)
     disp = Dispatcher(backends, tables, cfg.backend,

@@ -292,35 +292,55 @@ class TableSet:
                                             default=str) for t in self.tables))
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
-    def describe(self) -> str:
-        """One line naming the files in force and the device and group sizes each covers."""
+    def describe(self, machine_class: str | None = None) -> str:
+        """One line naming the files in force, the device and group sizes each covers, and the
+        machine class each was measured on where it is not `machine_class`."""
         parts = []
         for t in self.tables:
             sizes = sorted({g for g, _ in t.rules})
-            parts.append(f"{t.path} ({t.device}, groups {', '.join(map(str, sizes))})")
+            other = t.system.get("class")
+            note = f", measured on {other}" if machine_class and other != machine_class else ""
+            parts.append(f"{t.path} ({t.device}, groups {', '.join(map(str, sizes))}{note})")
         return "; ".join(parts) or "(no tuning table)"
 
+    def foreign(self, machine_class: str) -> list[Table]:
+        """Tables measured on another class of machine than this one."""
+        return [t for t in self.tables if t.system.get("class") != machine_class]
 
-def find_table_files(location: str | Path, system_class: str | None) -> list[Path]:
-    """YAML files at a path (file or folder); in a folder, only those of system_class."""
+
+def find_table_files(location: str | Path, system_class: str | None,
+                     explicit: bool = False) -> list[Path]:
+    """Table files at a path: the file itself, or a folder's .yaml/.yml files of system_class
+    (all of them if None). `explicit` (the user named the folder): a folder with no table, or
+    none of this class, is an error naming what it holds."""
     p = Path(location)
     if p.is_file():
         return [p]
+    if p.exists() and not p.is_dir():
+        raise TableError(f"{p}: not a regular file or folder (a tuning table is a YAML file)")
     if not p.is_dir():
         raise TableError(f"{p}: no such tuning table file or folder")
-    out = []
-    for f in sorted(p.glob("*.yaml")):
-        if system_class is None:
-            out.append(f)
-            continue
-        try:
-            head = yaml.safe_load(f.read_text()) or {}
-        except yaml.YAMLError:
-            out.append(f)  # let load_table report the error with its line
-            continue
-        if isinstance(head, dict) and (head.get("system") or {}).get("class") == system_class:
-            out.append(f)
+    files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+    if explicit and not files:
+        raise TableError(f"{p}: no tuning tables (*.yaml, *.yml) in this folder")
+    out, classes = [], set()
+    for f in files:
+        cls = _class_of(f)
+        classes.add(str(cls))
+        if system_class is None or cls in (system_class, None):
+            out.append(f)   # None: unreadable; load_table reports the error with its line
+    if explicit and files and not out:
+        raise TableError(f"{p}: no table for this machine's class {system_class!r}; the folder "
+                         f"has tables of {sorted(classes)} (set MCR_SYSTEM_CLASS to use one)")
     return out
+
+
+def _class_of(f: Path) -> str | None:
+    try:
+        head = yaml.safe_load(f.read_text()) or {}
+    except (yaml.YAMLError, OSError):
+        return None
+    return (head.get("system") or {}).get("class") if isinstance(head, dict) else None
 
 
 def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> TableSet:

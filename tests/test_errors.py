@@ -36,6 +36,19 @@ def test_ranks_with_different_tables_refuse_to_start(tmp_path, n):
               n, "MismatchError")
 
 
+def test_ranks_with_different_knobs_refuse_to_start_mpi():
+    _expected(run_mpi(2, "errors_worker.py", "different_knob", timeout=120), 2, "MismatchError")
+
+
+def test_ranks_with_different_knobs_refuse_to_start_torchrun():
+    _expected(run_torchrun(2, "errors_worker.py", "different_knob", timeout=120), 2,
+              "MismatchError")
+
+
+def test_bad_knob_value_is_refused_naming_what_is_allowed():
+    _expected(run_mpi(2, "errors_worker.py", "bad_knob", timeout=120), 2, "ValueError")
+
+
 def test_malformed_table_stops_every_rank(tmp_path):
     (tmp_path / "bad.yaml").write_text(TABLE.format(n=2, cut="64KiB").replace(
         "backend: mpi", "backend: nope"))

@@ -236,3 +236,37 @@ def test_dispatcher_picks_symmetric_rules_by_key(tmp_path):
     d = Dispatcher(backends, ts, None)
     assert d.choose(plain, g).name == "gloo"
     assert d.choose(plain._replace(buffer="symmetric"), g).name == "mpi"
+
+
+def test_table_locations_are_checked(tmp_path):
+    """Folders: .yml like .yaml, this class only; empty folders and non-files are errors."""
+    body = "  2:\n    all_reduce:\n      - {max: inf, backend: gloo}\n"
+    write(tmp_path, body)                       # class test, written as t.yaml
+    (tmp_path / "t.yaml").rename(tmp_path / "t.yml")
+    assert [f.name for f in find_table_files(tmp_path, "test", explicit=True)] == ["t.yml"]
+    with pytest.raises(TableError, match="no table for this machine's class 'nvidia-h200'"):
+        find_table_files(tmp_path, "nvidia-h200", explicit=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TableError, match="no tuning tables"):
+        find_table_files(empty, "cpu", explicit=True)
+    assert find_table_files(empty, "cpu") == []          # the shipped folder may lack a class
+    with pytest.raises(TableError, match="not a regular file"):
+        find_table_files("/dev/zero", "cpu", explicit=True)
+    with pytest.raises(TableError, match="no such tuning table"):
+        find_table_files(tmp_path / "nope", "cpu", explicit=True)
+
+
+def test_graph_capture_goes_to_capturable_libraries_only():
+    """Inside CUDA graph capture, host-progressed libraries decline with the reason."""
+    from mcr.backends.gloo import GlooBackend
+    from mcr.backends.nccl import NcclBackend
+    from mcr.groups import Group
+    from mcr.ops import CallKey
+    g = Group(ranks=[0, 1], rank=0, handles={"gloo": object(), "nccl": object()})
+    key = CallKey("all_reduce", 2, 4096, torch.float32, "cuda", torch.distributed.ReduceOp.SUM,
+                  "standalone", graph=True)
+    assert NcclBackend().decline(key, g) is None
+    cpu_key = key._replace(device="cpu")
+    assert "cannot run inside CUDA graph capture" in GlooBackend().decline(cpu_key, g)
+    assert GlooBackend().decline(cpu_key._replace(graph=False), g) is None

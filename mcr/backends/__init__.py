@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..config import Config
@@ -115,7 +114,7 @@ def _gpu_backends(cfg: Config) -> dict[str, Backend]:
         out["symm"] = SymmBackend(cfg)
     except (ImportError, AttributeError, RuntimeError) as e:
         out["symm"] = Unavailable("symm", f"torch symmetric memory unavailable ({e})")
-    if os.environ.get("MCR_NCCL_CE", "0") != "1":
+    if not cfg.nccl_ce:
         out["nccl_ce"] = Unavailable("nccl_ce", "off unless MCR_NCCL_CE=1: registering its "
                                      "symmetric windows failed on the H200 test machine "
                                      "(torch 2.11, NCCL 2.28.9)")

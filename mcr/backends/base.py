@@ -34,6 +34,8 @@ class Backend:
     native_premul: bool = False
     # Can receive from any source (recv with src=None).
     any_source: bool = True
+    # Its work can be recorded in a CUDA graph (stream-ordered GPU work only).
+    capturable: bool = False
 
     # -- handles -------------------------------------------------------------------------
     def bind(self, spec: Spec) -> Any:
@@ -67,6 +69,9 @@ class Backend:
                 f"group {group.ranks} has no {self.name} communicator"
         if key.op not in self.serves:
             return f"{self.name} does not implement {key.op}"
+        if key.graph and not self.capturable:
+            return f"{self.name} cannot run inside CUDA graph capture (its work is not " \
+                   "stream-ordered GPU work)"
         if key.redop is not None and not self.native_premul and is_premul(key.redop):
             key = key._replace(redop=tdist.ReduceOp.SUM)
         return self.decline_key(key)

@@ -8,7 +8,6 @@ what this backend is judged on. Everything else (allocation, peer mapping) stays
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
 from collections.abc import Sequence
 
@@ -27,7 +26,7 @@ class CudaDriverError(RuntimeError):
 class Driver:
     """ctypes bindings to libcuda for stream memory operations and async copies."""
 
-    def __init__(self) -> None:
+    def __init__(self, copy: str = "dtod") -> None:
         try:
             self.lib = ctypes.CDLL("libcuda.so.1")
         except OSError as e:
@@ -37,7 +36,7 @@ class Driver:
                                [vp, u32, vp, u32])
         # Explicit device-to-device: the unified cuMemcpyAsync sees a peer-mapped destination as
         # a peer copy and may route it differently (MCR_SDMA_COPY=unified selects it anyway).
-        names = ["cuMemcpyAsync"] if os.environ.get("MCR_SDMA_COPY") == "unified" else \
+        names = ["cuMemcpyAsync"] if copy == "unified" else \
             ["cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync"]
         self._memcpy = self._fn(names, [u64, u64, ctypes.c_size_t, vp])
         self._errname = self.lib.cuGetErrorName

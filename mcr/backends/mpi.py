@@ -49,7 +49,7 @@ class MpiBackend(Backend):
 
         self.MPI = MPI
         self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
-        self.pool = PinnedPool(cfg.mpi_pinned_max)
+        self.pool = PinnedPool(cfg.mpi_pinned_max_bytes)
         self._types = {
             torch.float32: MPI.FLOAT, torch.float64: MPI.DOUBLE, torch.int8: MPI.INT8_T,
             torch.uint8: MPI.UINT8_T, torch.int16: MPI.INT16_T, torch.int32: MPI.INT32_T,

@@ -22,6 +22,7 @@ class NcclBackend(TorchPGBackend):
     domain = STREAM
     native_premul = True
     any_source = False
+    capturable = True
 
     def bind(self, spec: Spec) -> Any:
         """The ranks' own torch group if it runs NCCL for CUDA tensors, else a new one."""

@@ -60,6 +60,7 @@ class NcclCeBackend(Backend):
     name = "nccl_ce"
     domain = STREAM
     serves = frozenset({ALL_GATHER, ALL_TO_ALL})
+    capturable = True
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg

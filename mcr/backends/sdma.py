@@ -42,6 +42,7 @@ class SdmaBackend(Backend):
     name = "sdma"
     domain = STREAM
     serves = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER})
+    capturable = True
 
     def __init__(self, cfg: Config, engine: str) -> None:
         self.cfg = cfg
@@ -91,7 +92,7 @@ class SdmaBackend(Backend):
                 st = MoriGroup(pg, int(self.cfg.sdma_max_bytes))
             else:
                 from .cudadrv import Driver
-                self._drv = self._drv or Driver()
+                self._drv = self._drv or Driver(self.cfg.sdma_copy)
                 st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync,
                              int(self.cfg.sdma_graphs))
             self._groups[g.id] = st

@@ -59,6 +59,7 @@ class SymmBackend(Backend):
     name = "symm"
     domain = STREAM
     serves = frozenset({ALL_REDUCE})
+    capturable = True
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg

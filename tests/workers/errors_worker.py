@@ -34,6 +34,17 @@ def expect(kind: type, fn, *must: str) -> None:  # noqa: ANN001
 if scenario == "different_tables":
     os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, f"t{rank % 2}.yaml")
     expect(MismatchError, lambda: dist.init_distributed(verbose=False), "ranks [0", "ranks [1")
+elif scenario == "different_knob":
+    if rank == 1:
+        os.environ["MCR_SYMM_MAX_BYTES"] = "2MiB"
+    t0 = time.monotonic()
+    expect(MismatchError, lambda: dist.init_distributed(verbose=False), "MCR_SYMM_MAX_BYTES",
+           "ranks [0] have 1048576", "ranks [1] have 2097152")
+    assert time.monotonic() - t0 < 30, "the mismatch took far longer than seconds to report"
+elif scenario == "bad_knob":
+    os.environ["MCR_CHECK"] = "maybe"
+    expect(ValueError, lambda: dist.init_distributed(verbose=False), "MCR_CHECK='maybe'",
+           "yes/no")
 elif scenario == "bad_table":
     os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, "bad.yaml")
     expect(TableError, lambda: dist.init_distributed(verbose=False), "bad.yaml:")
