@@ -22,7 +22,7 @@ import torch
 
 import mcr.comm as dist
 from mcr.errors import BackendUnavailable
-from mcr.ops import bus_factor
+from mcr.ops import BUFFER_KEYED, bus_factor
 from mcr.units import parse_bytes
 
 
@@ -61,7 +61,6 @@ class Bench:
 
 
 # Benchmarks whose output buffer comes from Ctx.out_buffer (symmetric under --symm).
-SYMM_OUTPUT_OPS = ("all_gather", "all_to_all", "broadcast")
 
 
 def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:
@@ -178,15 +177,9 @@ def time_case(case: Case, backend: str | None, iters: int, warmup: int, device: 
 def chosen_backend(op: str, nbytes: int, dtype: torch.dtype, device: str,
                    buffer: str = "plain") -> str:
     """Which backend the dispatcher picks for this op and size (what `auto` ran on)."""
-    from mcr import runtime
-    from mcr.ops import CallKey
-    rt = runtime.get()
-    key = CallKey(op, rt.world.size, nbytes, dtype, device,
-                  dist.ReduceOp.SUM if op in ("all_reduce", "reduce_scatter", "reduce") else None,
-                  rt.cfg.profile, buffer)
     try:
-        return rt.dispatcher.choose(key, rt.world).name
-    except Exception as e:  # noqa: BLE001 - reported in the table, not fatal
+        return dist.which_backend(op, nbytes, dtype, device, buffer=buffer)
+    except BackendUnavailable as e:
         return f"none ({e})"
 
 
@@ -223,7 +216,7 @@ def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
     rounds = max(1, getattr(args, "rounds", 1))
     for size in sizes(args.message_size, args.factor, unit):
         case = bench.setup(ctx, size)
-        buf = "symmetric" if ctx.symm and bench.op in SYMM_OUTPUT_OPS else "plain"
+        buf = "symmetric" if ctx.symm and bench.op in BUFFER_KEYED else "plain"
         samples: dict[str, list[float]] = {}
         per_round: dict[str, list[float]] = {}
         for k in range(rounds):

@@ -23,7 +23,6 @@ from .backends import STREAM, Backend
 from .backends import canonical as backends_canonical
 from .errors import CallError, MismatchError
 from .groups import Group
-from .ops import CallKey
 from .session import (
     can_allocate_symmetric,
     destroy_process_group,
@@ -53,7 +52,7 @@ __all__ = [
     "inference_all_reduce", "init_distributed", "initialize_mesh_device", "irecv",
     "is_initialized", "isend", "log_summary", "monitored_barrier", "new_group", "profile",
     "recv", "reduce", "reduce_scatter", "reduce_scatter_fn", "reduce_scatter_tensor", "scatter",
-    "send", "symmetric_empty", "torch_group",
+    "send", "symmetric_empty", "torch_group", "which_backend",
 ]
 _UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
 
@@ -219,8 +218,8 @@ def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
           rk, prof, forced, buffer, graph)
     hit = rt.fast.get(fk)
     if hit is None or rt.cfg.check:
-        key = CallKey(op, g.size, nbytes, None if t is None else t.dtype, _device(t), redop,
-                      prof, buffer, graph)
+        key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, _device(t), redop,
+                         prof, buffer, graph)
         hit = rt.dispatcher.entry(key, g, forced)
         if rt.cfg.check:
             checks.across_ranks(key, g, root, hit[0].name, offset)
@@ -237,6 +236,19 @@ def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
 # Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
 _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
     torch.cuda.is_current_stream_capturing
+
+
+def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
+                  group: Any = None, redop: Any = None, buffer: str = "plain") -> str:
+    """The library mcr would choose for such a call (nbytes as nccl-tests counts them: the
+    full buffer); no call is made and nothing is counted. Raises BackendUnavailable if none
+    can serve it."""
+    rt = runtime.get()
+    g = group_of(group, "which_backend")
+    key = O.make_key(op, g.size, nbytes, dtype, device, None if redop is None else
+                     _redop(redop, "which_backend"), _PROFILE[-1] if _PROFILE else rt.cfg.profile,
+                     buffer)
+    return rt.dispatcher.entry(key, g)[0].name
 
 
 def _redop(op: Any, what: str) -> Any:

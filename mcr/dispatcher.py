@@ -99,8 +99,7 @@ class Dispatcher:
             candidates.append((self.env_backend, "MCR_BACKEND"))
         hit = None
         if key.nbytes >= 0:  # negative: no size that every rank shares, so no table rule
-            hit = self.tables.lookup(key.device, key.group_size, key.op, key.nbytes,
-                                     dtype_name(key.dtype), key.profile, key.buffer)
+            hit = self.tables.lookup(key)
         if hit is not None:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
         default = group.default_gpu if key.device == "cuda" else "gloo"

@@ -26,6 +26,20 @@ OPS = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE, GA
 REDUCTIONS = frozenset({ALL_REDUCE, REDUCE_SCATTER, REDUCE})
 # Calls with no tensor: any library can serve them whatever the device of the data.
 DEVICELESS = frozenset({BARRIER, OBJECT})
+# Ops keyed by where their output lies (buffer="symmetric" in memory from symmetric_empty).
+BUFFER_KEYED = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST})
+
+
+def make_key(op: str, group_size: int, nbytes: int, dtype: torch.dtype | None, device: str,
+             redop: object = None, profile: str = "standalone", buffer: str = "plain",
+             graph: bool = False) -> CallKey:
+    """The key of a call: what its decision depends on (the one place that builds keys; a
+    reduction without a reduce op is a sum)."""
+    if redop is None and op in REDUCTIONS:
+        redop = tdist.ReduceOp.SUM
+    if op not in BUFFER_KEYED:
+        buffer = "plain"
+    return CallKey(op, group_size, nbytes, dtype, device, redop, profile, buffer, graph)
 
 
 def bus_factor(op: str, n: int) -> float:

@@ -3,6 +3,7 @@ Group that serves a call's `group` argument (an mcr group or any torch ProcessGr
 
 from __future__ import annotations
 
+import atexit
 from datetime import timedelta
 from typing import Any
 
@@ -70,6 +71,10 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         raise
     rt.own_pg, rt.init_args = own_pg, args
     runtime.install(rt)
+    # Tear down at exit what the program did not: a live Gloo group's threads at static
+    # destruction abort the process ("terminate called without an active exception"). mpi4py
+    # finalizes MPI in its own atexit hook, registered earlier, so it runs after this one.
+    atexit.register(_at_exit)
     cls = runtime.system_class(cfg, cuda)
     if launch.rank == 0:
         for t in rt.tables.foreign(cls):   # said even when not verbose: never silently
@@ -122,6 +127,14 @@ def _register(rt: runtime.Runtime, g: Group) -> None:
     for h in g.handles.values():
         if isinstance(h, tdist.ProcessGroup):
             rt.by_pg.setdefault(h, g)
+
+
+def _at_exit() -> None:
+    if runtime._RT:
+        try:
+            destroy_process_group()
+        except Exception as e:  # noqa: BLE001 - exiting anyway; say why teardown failed
+            print(f"mcr: teardown at exit failed: {e}", flush=True)
 
 
 def is_initialized() -> bool:

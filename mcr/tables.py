@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 import yaml
 
 from .errors import TableError
-from .ops import OPS
+from .ops import OPS, CallKey, dtype_name
 from .units import format_bytes, parse_bytes
 
 SCHEMA_VERSION = 1
@@ -31,7 +33,29 @@ _TOP_KEYS = {"schema_version", "system", "provenance", "device", "groups"}
 _SYSTEM_REQUIRED = {"class"}
 _PROVENANCE_REQUIRED = {"tool", "date", "statistic"}
 BUFFERS = ("symmetric",)   # a rule's `buffer:`; rules without one serve every call
-_ENTRY_KEYS = {"min", "max", "backend", "dtype", "profile", "buffer"}
+
+
+@dataclass(frozen=True)
+class Selector:
+    """An optional field of a rule that restricts it to some calls (`dtype: bfloat16`).
+
+    SELECTORS is the one list of them: validation, lookup precedence (earlier = more specific,
+    tried first) and the writer's field order all follow it. Adding a field is a row here
+    (and, if the call key lacks what it selects on, a CallKey field)."""
+
+    name: str
+    allowed: tuple[str, ...]
+    of_key: Callable[[CallKey], str | None]   # the call's value for it
+    many: bool = False                          # a rule may list several values
+
+
+SELECTORS = (
+    Selector("buffer", BUFFERS, lambda k: k.buffer),
+    Selector("dtype", DTYPES, lambda k: dtype_name(k.dtype), many=True),
+    Selector("profile", PROFILES, lambda k: k.profile),
+)
+ENTRY_FIELDS = ("min", "max", "backend", *(sel.name for sel in SELECTORS))
+_ENTRY_KEYS = set(ENTRY_FIELDS)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -64,7 +88,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 
 @dataclass
 class _Ranges:
-    """Sorted, non-overlapping ranges of one (op, dtype, profile) selector."""
+    """Sorted, non-overlapping ranges of one op and one value (or none) per selector."""
 
     mins: list[float] = field(default_factory=list)
     maxs: list[float] = field(default_factory=list)
@@ -87,8 +111,8 @@ class Table:
     system: dict[str, Any]
     provenance: dict[str, Any]
     device: str
-    # (group_size, op) -> {(dtype|None, profile|None, buffer|None): _Ranges}
-    rules: dict[tuple[int, str], dict[tuple[str | None, str | None, str | None], _Ranges]]
+    # (group_size, op) -> {(a value or None per SELECTORS entry): _Ranges}
+    rules: dict[tuple[int, str], dict[tuple[str | None, ...], _Ranges]]
     raw: dict[str, Any]
 
 
@@ -151,7 +175,7 @@ def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> T
     device = doc.get("device")
     if "device" in doc and device not in DEVICES:
         err.add(_line(doc, "device"), "device", f"{device!r} is not one of {list(DEVICES)}")
-    rules: dict[tuple[int, str], dict[tuple[str | None, str | None, str | None], _Ranges]] = {}
+    rules: dict[tuple[int, str], dict[tuple[str | None, ...], _Ranges]] = {}
     groups = doc.get("groups")
     if "groups" in doc and not isinstance(groups, dict):
         err.add(_line(doc, "groups"), "groups", "must map group size -> ops")
@@ -181,7 +205,7 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
     if not isinstance(entries, list) or not entries:
         err.add(oline, where, "must be a non-empty list of ranges")
         return {}
-    by_sel: dict[tuple[str | None, str | None, str | None], _Ranges] = {}
+    by_sel: dict[tuple[str | None, ...], _Ranges] = {}
     for i, e in enumerate(entries):
         ew = f"{where}[{i}]"
         eline = _line(e) or oline
@@ -197,20 +221,7 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
         elif backend not in known_backends:
             err.add(_line(e, "backend"), f"{ew}.backend",
                     f"unknown backend {backend!r}; expected one of {sorted(known_backends)}")
-        dtypes = e.get("dtype")
-        dtypes = [dtypes] if isinstance(dtypes, str) or dtypes is None else dtypes
-        for dt in dtypes:
-            if dt is not None and dt not in DTYPES:
-                err.add(_line(e, "dtype"), f"{ew}.dtype", f"unknown dtype {dt!r}; expected one "
-                        f"of {list(DTYPES)}")
-        profile = e.get("profile")
-        if profile is not None and profile not in PROFILES:
-            err.add(_line(e, "profile"), f"{ew}.profile",
-                    f"unknown profile {profile!r}; expected one of {list(PROFILES)}")
-        buffer = e.get("buffer")
-        if buffer is not None and buffer not in BUFFERS:
-            err.add(_line(e, "buffer"), f"{ew}.buffer",
-                    f"unknown buffer {buffer!r}; expected one of {list(BUFFERS)}")
+        choices = [_selector_values(err, e, ew, sel) for sel in SELECTORS]
         try:
             hi = parse_bytes(e["max"]) if "max" in e else None
         except ValueError as x:
@@ -219,8 +230,8 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
         if hi is None:
             err.add(eline, f"{ew}.max", "missing (use a size like 64KiB, or inf)")
             continue
-        for dt in dtypes:
-            rng = by_sel.setdefault((dt, profile, buffer), _Ranges())
+        for sel_key in itertools.product(*choices):
+            rng = by_sel.setdefault(sel_key, _Ranges())
             try:
                 lo = parse_bytes(e["min"]) if "min" in e else (rng.maxs[-1] if rng.maxs else 0)
             except ValueError as x:
@@ -240,6 +251,19 @@ def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
             rng.backends.append(str(backend))
             rng.where.append(f"{err.path}:{eline}")
     return by_sel
+
+
+def _selector_values(err: _Errors, e: dict, ew: str, sel: Selector) -> list[str | None]:
+    """The values a rule lists for one selector ([None]: it does not restrict by it)."""
+    v = e.get(sel.name)
+    vals = [None] if v is None else [v] if not isinstance(v, list) or not sel.many else v
+    if not vals:
+        err.add(_line(e, sel.name), f"{ew}.{sel.name}", "must not be an empty list")
+    for x in vals:
+        if x is not None and x not in sel.allowed:
+            err.add(_line(e, sel.name), f"{ew}.{sel.name}", f"unknown {sel.name} {x!r}; "
+                    f"expected one of {list(sel.allowed)}")
+    return vals
 
 
 def _plain(x: Any) -> Any:
@@ -264,20 +288,22 @@ class TableSet:
                                      f"is also defined in {prev[0].path}")
                 self._index[(t.device, gsize, op)] = (t, sel)
 
-    def lookup(self, device: str, group_size: int, op: str, nbytes: int, dtype: str,
-               profile: str, buffer: str = "plain") -> tuple[str, str] | None:
+    def lookup(self, key: CallKey) -> tuple[str, str] | None:
         """(backend, 'file:line') of the rule for this call, or None where no rule covers it.
-        The most specific rule wins: buffer, then dtype, then profile."""
-        hit = self._index.get((device, group_size, op))
+        The most specific rule wins, in SELECTORS order: a rule naming the call's value of the
+        first selector beats one that does not, and so on."""
+        hit = self._index.get((key.device, key.group_size, key.op))
         if hit is None:
             return None
         sel = hit[1]
-        bufs = (buffer, None) if buffer in BUFFERS else (None,)
-        for key in ((dt, pr, b) for b in bufs for dt, pr in
-                    ((dtype, profile), (dtype, None), (None, profile), (None, None))):
-            rng = sel.get(key)
+        tries = []
+        for s_ in SELECTORS:
+            v = s_.of_key(key)
+            tries.append((v, None) if v in s_.allowed else (None,))
+        for sel_key in itertools.product(*tries):
+            rng = sel.get(sel_key)
             if rng is not None:
-                i = rng.find(nbytes)
+                i = rng.find(key.nbytes)
                 if i is not None:
                     return rng.backends[i], rng.where[i]
         return None
@@ -341,6 +367,41 @@ def _class_of(f: Path) -> str | None:
     except (yaml.YAMLError, OSError):
         return None
     return (head.get("system") or {}).get("class") if isinstance(head, dict) else None
+
+
+def _flow(v: Any) -> str:
+    """A value as one line of YAML (flow style), safely quoted."""
+    text = yaml.safe_dump(v, default_flow_style=True, width=1 << 30, sort_keys=False).strip()
+    return text.removesuffix("\n...").removesuffix("...").strip()
+
+
+def dump(doc: dict[str, Any], comments: dict[tuple[int, str], list[str]] | None = None,
+         header: tuple[str, ...] = ()) -> str:
+    """A table document as YAML text: the one writer (the tuner writes through it).
+
+    doc holds system, provenance, device and groups {size: {op: [entry, ...]}} as load_table
+    reads them (Table.raw); entries are written as flow mappings with their fields in
+    ENTRY_FIELDS order; comments[(size, op)] go above an op's entries, header at the top.
+    dump(load_table(dump(doc)).raw) == dump(doc).
+    """
+    lines = [f"# {h}" for h in header]
+    lines.append(f"schema_version: {SCHEMA_VERSION}")
+    for sec in ("system", "provenance"):
+        lines.append(f"{sec}:")
+        lines += [f"  {k}: {_flow(v)}" for k, v in doc[sec].items()]
+    lines.append(f"device: {_flow(doc['device'])}")
+    lines.append("groups:")
+    for size in sorted(doc["groups"], key=int):
+        lines.append(f"  {int(size)}:")
+        for op, entries in doc["groups"][size].items():
+            lines.append(f"    {op}:")
+            lines += [f"      # {c}" for c in (comments or {}).get((int(size), op), [])]
+            for e in entries:
+                unknown = set(e) - _ENTRY_KEYS
+                if unknown:
+                    raise TableError(f"dump: groups.{size}.{op}: unknown fields {sorted(unknown)}")
+                lines.append("      - " + _flow({k: e[k] for k in ENTRY_FIELDS if k in e}))
+    return "\n".join(lines) + "\n"
 
 
 def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> TableSet:

@@ -22,11 +22,12 @@ import torch
 
 import mcr
 import mcr.comm as dist
-from benchmarks.harness import SYMM_OUTPUT_OPS, parser, sweep
+from benchmarks.harness import parser, sweep
 from mcr.backends import Unavailable
-from mcr.ops import CallKey
+from mcr.ops import BUFFER_KEYED, CallKey, make_key
 from mcr.runtime import get as get_runtime
 from mcr.runtime import system_class
+from mcr.tables import dump
 from mcr.units import format_bytes
 from tuner.decide import ranges, winners
 
@@ -37,11 +38,12 @@ BENCH_OF = {"all_reduce": "osu_allreduce", "all_gather": "osu_allgather",
 
 def _probe_key(device: str) -> CallKey:
     """A plain float32 all-reduce key: which backends serve this device at all."""
-    return CallKey("all_reduce", 2, 4, torch.float32, device, dist.ReduceOp.SUM, "standalone")
+    return make_key("all_reduce", 2, 4, torch.float32, device)
 
 
 def _versions(backends: list[str]) -> dict[str, str]:
-    v = {"torch": torch.__version__, "mcr": mcr.__version__, "python": platform.python_version()}
+    v = {"torch": str(torch.__version__), "mcr": mcr.__version__,
+         "python": platform.python_version()}
     if "mpi" in backends:
         from mpi4py import MPI
         v["mpi"] = MPI.Get_library_version().split(",")[0].strip()
@@ -53,58 +55,57 @@ def _versions(backends: list[str]) -> dict[str, str]:
 
 def write_yaml(path: Path, rows: list[dict[str, Any]], args: argparse.Namespace,
                device: str, n: int, cls: str) -> None:
-    """The table, with each rule's measured medians as comments for the reader."""
+    """The table, through mcr.tables.dump, with each op's measured medians as comments."""
     default = "nccl" if device == "cuda" else "gloo"
-    win = winners([r for r in rows if not r["symm"]], default)
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "none"
-    lines = [
-        f"# mcr tuning table: {cls}, {n} ranks, {device} tensors. Written by python -m tuner;",
-        "# re-run it rather than editing by hand. Comments list the medians (us) it measured.",
-        "schema_version: 1",
-        "system:",
-        f"  class: {cls}",
-        f"  gpu: {gpu}",
-        f"  cpu: {platform.processor() or platform.machine()}",
-        f"  interconnect: {args.interconnect}",
-        "  nodes: 1",
-        f"  gpus_per_node: {n if device == 'cuda' else 0}",
-        f"  libraries: {_versions(args.backends.split(','))}",
-        "provenance:",
-        f"  tool: mcr.tuner {mcr.__version__}",
-        f"  date: '{datetime.date.today().isoformat()}'",
-        f"  iterations: {args.iterations}",
-        "  statistic: median of per-iteration slowest-rank time",
-        f"  command: \"{args.command}\"",
-        f"  dtype: {args.dtype}",
-        f"device: {device}",
-        "groups:",
-        f"  {n}:",
-    ]
     plain = [r for r in rows if not r["symm"]]
     symm = [r for r in rows if r["symm"]]
-    win_symm = winners(symm, default)
+    win, win_symm = winners(plain, default), winners(symm, default)
+    ops: dict[str, list[dict[str, Any]]] = {}
+    comments: dict[tuple[int, str], list[str]] = {}
     for op, seq in win.items():
-        lines.append(f"    {op}:")
-        lines += _rules(plain, op, seq, "")
+        ops[op] = _rules(win[op])
+        comments[(n, op)] = _medians(plain, op, seq)
         if op in win_symm:
-            lines.append(f"      # outputs in {symm[0]['symm']} symmetric memory (zero-copy):")
-            lines += _rules(symm, op, win_symm[op], ", buffer: symmetric")
-    path.write_text("\n".join(lines) + "\n")
+            ops[op] += [dict(e, buffer="symmetric") for e in _rules(win_symm[op])]
+            comments[(n, op)] += [f"outputs in {symm[0]['symm']} symmetric memory (zero-copy):",
+                                  *_medians(symm, op, win_symm[op])]
+    doc = {
+        "system": {"class": cls,
+                   "gpu": torch.cuda.get_device_name() if device == "cuda" else "none",
+                   "cpu": platform.processor() or platform.machine(),
+                   "interconnect": args.interconnect, "nodes": 1,
+                   "gpus_per_node": n if device == "cuda" else 0,
+                   "libraries": _versions(args.backends.split(","))},
+        "provenance": {"tool": f"mcr.tuner {mcr.__version__}",
+                       "date": datetime.date.today().isoformat(),
+                       "iterations": args.iterations,
+                       "statistic": "median of per-iteration slowest-rank time",
+                       "command": args.command, "dtype": args.dtype},
+        "device": device,
+        "groups": {n: ops},
+    }
+    header = (f"mcr tuning table: {cls}, {n} ranks, {device} tensors. Written by python -m tuner;",
+              "re-run it rather than editing by hand. Comments list the medians (us) it measured.")
+    path.write_text(dump(doc, comments, header))
 
 
-def _rules(rows: list[dict[str, Any]], op: str, seq: list[tuple[int, str]],
-           extra: str) -> list[str]:
-    """One op's medians as comments, then its range rules."""
+def _yaml_size(n: float) -> int | str:
+    """A size as the table writes it: a plain integer, or with a unit (64KiB, inf)."""
+    text = format_bytes(n)
+    return int(text) if text.isdigit() else text
+
+
+def _rules(seq: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    return [{"min": _yaml_size(lo), "max": _yaml_size(hi), "backend": be}
+            for lo, hi, be in ranges(seq)]
+
+
+def _medians(rows: list[dict[str, Any]], op: str, seq: list[tuple[int, str]]) -> list[str]:
+    """One op's medians per size and backend, as comment lines."""
     med = {(int(r["bytes"]), r["backend"]): r["median_us"] for r in rows if r["op"] == op}
     bes = sorted({r["backend"] for r in rows})
-    out = []
-    for size, _ in seq:
-        ms = ", ".join(f"{b} {med[(size, b)]:.1f}" for b in bes if (size, b) in med)
-        out.append(f"      # {format_bytes(size)}: {ms}")
-    for lo, hi, be in ranges(seq):
-        out.append(f"      - {{min: {format_bytes(lo)}, max: {format_bytes(hi)}, "
-                   f"backend: {be}{extra}}}")
-    return out
+    return [f"{format_bytes(size)}: " + ", ".join(f"{b} {med[(size, b)]:.1f}" for b in bes
+                                                   if (size, b) in med) for size, _ in seq]
 
 
 def plot(path: Path, rows: list[dict[str, Any]], title: str) -> None:
@@ -150,7 +151,7 @@ def main() -> None:
     ops = args.ops.split(",")
     symm = args.symm
     passes = [(op, None) for op in ops]
-    passes += [(op, symm) for op in ops if symm and op in SYMM_OUTPUT_OPS]
+    passes += [(op, symm) for op in ops if symm and op in BUFFER_KEYED]
     progress = None
     if dist.get_rank() == 0:
         from tqdm import tqdm
