@@ -43,6 +43,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
+from mcr.backends import default_backend
 
 SHAPES = {
     "tiny": dict(layers=2, hidden=64, heads=4, inter=176, seq=32, mb=2, vocab=512),
@@ -112,7 +113,7 @@ def deepspeed_trainers(configs: list[str], shape: dict[str, int], device: torch.
                               "reduce_bucket_size": 5e7, "stage3_prefetch_bucket_size": 5e7,
                               "stage3_param_persistence_threshold": 1e5},
     }
-    default = "nccl" if device.type == "cuda" else "gloo"
+    default = default_backend(device.type)
     out = []
     for name in configs:
         if name not in ("plain", "plain2", "mcr", "mcr-nccl"):
@@ -157,7 +158,7 @@ def fsdp_trainers(configs: list[str], shape: dict[str, int], device: torch.devic
     import mcr.integrations.fsdp as mcr_fsdp
     mesh = init_device_mesh(device.type, (tdist.get_world_size(),))
     mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
-    default = "nccl" if device.type == "cuda" else "gloo"
+    default = default_backend(device.type)
     out = []
     for name in configs:
         if name == "torch-symm" and not hasattr(FSDPModule, "set_symm_mem_for_comm"):

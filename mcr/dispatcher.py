@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 
-from .backends import Backend, canonical
+from .backends import Backend, canonical, default_backend
 from .errors import BackendUnavailable
 from .groups import Group
 from .ops import CallKey, dtype_name, redop_name
@@ -102,7 +102,7 @@ class Dispatcher:
             hit = self.tables.lookup(key)
         if hit is not None:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
-        default = group.default_gpu if key.device == "cuda" else "gloo"
+        default = default_backend(key.device, group.default_gpu)
         if hit is None and self._uncovered and key.nbytes >= 0 \
                 and (key.device, key.group_size) not in self._told \
                 and not self.tables.covers(key.device, key.group_size):

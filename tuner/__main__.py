@@ -23,7 +23,7 @@ import torch
 import mcr
 import mcr.comm as dist
 from benchmarks.harness import parser, sweep
-from mcr.backends import Unavailable
+from mcr.backends import Unavailable, default_backend
 from mcr.ops import BUFFER_KEYED, CallKey, make_key
 from mcr.runtime import get as get_runtime
 from mcr.runtime import system_class
@@ -56,7 +56,7 @@ def _versions(backends: list[str]) -> dict[str, str]:
 def write_yaml(path: Path, rows: list[dict[str, Any]], args: argparse.Namespace,
                device: str, n: int, cls: str) -> None:
     """The table, through mcr.tables.dump, with each op's measured medians as comments."""
-    default = "nccl" if device == "cuda" else "gloo"
+    default = default_backend(device)
     plain = [r for r in rows if not r["symm"]]
     symm = [r for r in rows if r["symm"]]
     win, win_symm = winners(plain, default), winners(symm, default)

@@ -18,6 +18,13 @@ NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
 
 
+def default_backend(device: str, gpu_default: str = "nccl") -> str:
+    """The library a call goes to when no table rule covers it: the group's GPU default
+    (NCCL unless init_distributed(dist_backend=...) said otherwise) for CUDA tensors, Gloo
+    for the rest."""
+    return gpu_default if device == "cuda" else "gloo"
+
+
 def canonical(name: str) -> str:
     """Resolve an alias (`rccl` -> `nccl`); ValueError naming the known backends otherwise."""
     real = ALIASES.get(name, name)
@@ -127,4 +134,4 @@ def _gpu_backends(cfg: Config) -> dict[str, Backend]:
 
 
 __all__ = ["ALIASES", "HOST", "KNOWN", "NAMES", "ORDER", "STREAM", "Backend", "Unavailable",
-           "bind_group", "build", "canonical", "release_group"]
+           "bind_group", "build", "canonical", "default_backend", "release_group"]
