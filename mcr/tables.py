@@ -137,13 +137,35 @@ def _line(d: Any, key: Any = None) -> int:
     return 0
 
 
+MAX_TABLE_BYTES = 1 << 20
+
+
+def _refuse_aliases(path: str, text: str) -> None:
+    """YAML anchors and aliases have no use in a table and can expand without bound (an alias
+    bomb): refused from the token stream, before anything is built."""
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(tok, (yaml.AliasToken, yaml.AnchorToken)):
+                raise TableError(f"{path}:{tok.start_mark.line + 1}: YAML anchors and aliases "
+                                 "(&name, *name) are not allowed in a tuning table")
+    except yaml.YAMLError:
+        return   # the parser reports it below, with its line
+
+
 def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> Table:
     """Load and validate one YAML table; raise TableError naming file, line and field."""
     path = str(path)
     try:
+        if not Path(path).is_file():
+            raise TableError(f"{path}: not a regular file (a tuning table is a YAML file)")
+        size = Path(path).stat().st_size
+        if size > MAX_TABLE_BYTES:
+            raise TableError(f"{path}: {size} bytes is larger than a tuning table can be "
+                             f"({MAX_TABLE_BYTES} bytes; tables are a few KiB); not parsed")
         text = Path(path).read_text()
     except OSError as e:
         raise TableError(f"{path}: cannot read tuning table: {e}") from e
+    _refuse_aliases(path, text)
     try:
         doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
     except TableError as e:

@@ -34,15 +34,17 @@ def write(tmp_path, body: str, name: str = "t.yaml"):
     return p
 
 
-@pytest.mark.parametrize("text,want", [("4096", 4096), ("64KiB", 65536), ("1MB", 10**6),
-                                       ("1.5KiB", 1536), ("inf", math.inf), (" 2 GiB ", 2 << 30)])
+@pytest.mark.parametrize("text,want", [("4096", 4096), ("64KiB", 65536), ("1mib", 1 << 20),
+                                       (4096, 4096), ("inf", math.inf), (" 2 GiB ", 2 << 30),
+                                       (math.inf, math.inf)])
 def test_parse_bytes(text, want):
     assert parse_bytes(text) == want
 
 
-@pytest.mark.parametrize("bad", ["-1", "12XB", "1.3", "", "KiB", True])
-def test_parse_bytes_rejects(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad", ["-1", "12XB", "1.3", "", "KiB", True, "64K", "64 KB", "1MB",
+                                 "1.5KiB", float("nan"), 1.5, -3])
+def test_parse_bytes_rejects_ambiguous_and_fractional_sizes(bad):
+    with pytest.raises(ValueError, match="byte size"):
         parse_bytes(bad)
 
 
@@ -303,3 +305,29 @@ def test_writer_refuses_unknown_rule_fields():
                                                             "colour": "red"}]}}}
     with pytest.raises(TableError, match="unknown fields"):
         dump(doc)
+
+
+def test_hostile_tables_are_refused_before_parsing(tmp_path):
+    """Too large, or with YAML aliases (an alias bomb), refused fast with the reason."""
+    import time
+    big = tmp_path / "big.yaml"
+    big.write_text(HEAD + "#" + "x" * (2 << 20) + "\n")
+    with pytest.raises(TableError, match="larger than a tuning table can be"):
+        load_table(big, KNOWN)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi"))
+    t0 = time.monotonic()
+    with pytest.raises(TableError, match=r"bomb.yaml:6: YAML anchors and aliases"):
+        load_table(write(tmp_path, bomb, "bomb.yaml"), KNOWN)
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_normal_table_loads_in_milliseconds():
+    import time
+
+    from mcr.runtime import TABLES_DIR
+    t0 = time.monotonic()
+    for f in sorted(TABLES_DIR.glob("*.yaml")):
+        load_table(f, KNOWN)
+    assert time.monotonic() - t0 < 0.5
