@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -9,7 +10,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import ops as O
-from .errors import CallError, MismatchError
+from .errors import CallError, McrTimeoutError, MismatchError
 from .groups import Group
 from .ops import CallKey
 
@@ -103,7 +104,76 @@ def across_ranks(key: CallKey, g: Group, root: int, backend: str, offset: int) -
         names = ("op", "bytes", "dtype", "reduce op", "root", "backend",
                  "symmetric output offset")
         diff = [names[i] for i in range(len(fields)) if not bool((every[:, i] == mine[i]).all())]
-        rows = "; ".join(f"rank {g.ranks[r]}: {O.OPS[int(every[r, 0])]} "
-                         f"{int(every[r, 1])} B" for r in range(g.size))
+        rows = "; ".join(f"rank {g.ranks[r]}: {_decode(every[r].tolist())}"
+                         for r in range(g.size))
         raise MismatchError(f"MCR_CHECK: ranks of group {g.ranks} disagree on {diff} for "
                             f"{key.op}: {rows}")
+
+
+_DTYPE_OF = {i: dt for dt, i in _DTYPE_CODES.items()}
+_REDOP_OF = {i: name for name, i in _REDOP_CODES.items()}
+
+
+def _decode(f: list[int]) -> str:
+    """A rank's row of MCR_CHECK fields, as a person reads it."""
+    op, nbytes, dt, red, root, be, off = f
+    dtype = _DTYPE_OF.get(dt)
+    what = O.OPS[op] + (f" {_REDOP_OF[red]}" if red in _REDOP_OF else "")
+    if dtype is not None and nbytes >= 0:
+        what += f" of {nbytes // dtype.itemsize} x {O.dtype_name(dtype)} ({nbytes} B)"
+    what += f", root {root}" if root >= 0 else ""
+    what += f", symmetric offset {off}" if off >= 0 else ""
+    return f"{what} -> {sorted(backends_mod.NAMES)[be]}"
+
+
+class SignatureCheck:
+    """The always-on check: each rank compares a call with its group the first time it makes
+    a call of that signature (op, bytes, dtype, reduce op, root, library). In a correct program
+    new signatures come at the same point on every rank, so this costs one round trip through
+    torch's store per distinct call, and never touches the data libraries: ranks that disagree
+    get a MismatchError naming what each passed before any library can hang or mix their data.
+    A rank whose peers made a call they had made before waits `timeout` seconds and is told so.
+    """
+
+    def __init__(self, store: Any, timeout: float) -> None:
+        self.store = store
+        self.timeout = timedelta(seconds=timeout)
+        self._seq: dict[tuple[int, ...], int] = {}
+
+    def __call__(self, key: CallKey, g: Group, root: int, backend: str) -> None:
+        """Compare this call's signature with the group's (collective over the group)."""
+        ranks = tuple(g.ranks)
+        n = self._seq[ranks] = self._seq.get(ranks, 0) + 1
+        prefix = f"mcr/sig/{'.'.join(map(str, ranks))}/{n}/"
+        mine = _signature(key, root, backend)
+        self.store.set(prefix + str(g.rank), mine)
+        names = [prefix + str(r) for r in range(g.size)]
+        try:
+            self.store.wait(names, self.timeout)
+        except Exception as e:  # noqa: BLE001 - the store's timeout error type varies by torch
+            raise McrTimeoutError(
+                f"mcr: {key.op} on backend '{backend}' ({key.nbytes} bytes): the other ranks "
+                f"of group {list(ranks)} did not reach this call within "
+                f"{self.timeout.total_seconds():g} s (MCR_CHECK_TIMEOUT_S, default "
+                f"MCR_TIMEOUT_S): they are late or stuck, or made a call of a kind they had "
+                f"made before while rank {g.ranks[g.rank]} made a new one: {mine}") from e
+        every = [self.store.get(k).decode() for k in names]
+        if any(v != mine for v in every):
+            rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
+            raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
+                                f"{rows}")
+
+
+def _signature(key: CallKey, root: int, backend: str) -> str:
+    """`all_reduce sum of 1000 x float32 (4000 B) -> gloo`, as the mismatch error shows it."""
+    what = key.op
+    if key.redop is not None:
+        what += f" {O.redop_name(key.redop)}"
+    if key.dtype is not None and key.nbytes >= 0:
+        n = key.nbytes // max(1, key.dtype.itemsize)
+        what += f" of {n} x {O.dtype_name(key.dtype)} ({key.nbytes} B)"
+    elif key.dtype is not None:
+        what += f" of {O.dtype_name(key.dtype)} (uneven sizes)"
+    if root >= 0:
+        what += f", root {root}"
+    return f"{what} -> {backend}"

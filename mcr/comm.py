@@ -215,14 +215,17 @@ def _route(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     graph = rt.cuda and _capturing()
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
           0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
-          rk, prof, forced, buffer, graph)
+          rk, prof, forced, buffer, graph, root)
     hit = rt.fast.get(fk)
     if hit is None or rt.cfg.check:
+        new = hit is None
         key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, _device(t), redop,
                          prof, buffer, graph)
         hit = rt.dispatcher.entry(key, g, forced)
         if rt.cfg.check:
             checks.across_ranks(key, g, root, hit[0].name, offset)
+        elif new and op != O.P2P and g.size > 1:
+            rt.signature_check(key, g, root, hit[0].name)   # a new kind of call: compare
         if len(rt.fast) >= 1 << 16:
             rt.fast.clear()
         rt.fast[fk] = hit
@@ -541,12 +544,13 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
 def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = None,
            async_op: bool = False, prof: bool = False, log_name: str = "reduce",
            debug: Any = None, *, backend: str | None = None) -> Work | None:
-    """tensor on global rank dst <- reduction of every rank's tensor."""
+    """tensor on global rank dst <- reduction of every rank's tensor; on every other rank,
+    whatever the library, tensor stays as it was."""
     t, g, root = _rooted("reduce", tensor, group, dst, "dst")
     op = _redop(op, "reduce")
     b = _route(O.REDUCE, g, t, _nbytes(t), op, backend, root=root)
     c, after = _inout(t)
-    c, op = _reduction(b, c, op, inplace=True)
+    c, op = _reduction(b, c, op, inplace=g.rank == root)   # other ranks keep their tensor
     return _end(b.reduce(c, op, root, g, sync=_sync(async_op)), after, async_op, b)
 
 

@@ -82,6 +82,7 @@ KNOBS = (
     Knob("MCR_TIMEOUT_S", "timeout_s", _positive, "600", False),
     Knob("MCR_LOG", "log", _bool, "0", False),
     Knob("MCR_CHECK", "check", _bool, "0", True),
+    Knob("MCR_CHECK_TIMEOUT_S", "check_timeout_s", _positive, "", False),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
@@ -109,6 +110,7 @@ class Config:
     timeout_s: float = 600.0            # every blocking wait raises after this
     log: bool = False                   # per-call timing on
     check: bool = False                 # compare each call across ranks
+    check_timeout_s: float | None = None  # wait for peers' new-signature check (None: timeout_s)
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
     mpi_cuda_aware: str = "auto"        # auto | 0 | 1
     mpi_pinned_max_bytes: float = 2**30           # pinned staging cache bound

@@ -27,3 +27,17 @@ class McrTimeoutError(McrError, TimeoutError):
 
 class MismatchError(McrError):
     """Ranks of one group disagree (tables, call sizes or dtypes)."""
+
+
+class LibraryError(McrError):
+    """A communication library failed a call (a peer gone, a connection reset, an MPI error);
+    the message names the call, the library, the bytes and the group, the cause is chained."""
+
+
+def library_error(e: BaseException, what: str) -> McrError:
+    """e as mcr's error about `what` (`all_reduce of 4000 B on gloo, group [0, 1]`); mcr's own
+    errors pass through."""
+    if isinstance(e, McrError):
+        return e
+    return LibraryError(f"{what} failed in the library: {type(e).__name__}: "
+                        f"{str(e).strip()[:600]}")

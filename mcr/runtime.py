@@ -45,6 +45,7 @@ class Runtime:
     # mcr.comm's decision cache: a plain tuple of what a call's decision depends on ->
     # (backend, [calls, bytes]), the dispatcher's entry for it.
     fast: dict[tuple, tuple[Backend, list[int]]] = field(default_factory=dict)
+    signature_check: Any = None   # checks.SignatureCheck, the always-on cross-rank check
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
     # life, like the buffers): outputs inside them are keyed buffer="symmetric".
     symmetric: Spans[None] = field(default_factory=Spans)

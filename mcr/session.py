@@ -12,6 +12,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import runtime, work
+from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
 from .errors import CallError
@@ -104,6 +105,8 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     disp = Dispatcher(backends, tables, cfg.backend,
                       _uncovered_notice(cfg, cuda, launch.rank) if not cfg.backend else None)
     rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda)
+    rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
+                                        cfg.check_timeout_s or cfg.timeout_s)
     _register(rt, world)
     rt.by_pg[tdist.group.WORLD] = world
     return rt

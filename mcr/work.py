@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from .errors import McrTimeoutError
+from .errors import McrTimeoutError, library_error
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -207,7 +207,7 @@ class Work(tdist.Work):
             # with their group's timeout, which mcr set to MCR_TIMEOUT_S).
             try:
                 self._torch.wait()
-            except RuntimeError as e:
+            except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                 self._raise(e, get_timeout())
             self._complete()
             return True
@@ -220,7 +220,10 @@ class Work(tdist.Work):
                 self._wait_torch_host(secs)
         if self._reqs:
             reqs, test = self._reqs, self._mpi_test
-            poll_until(lambda: test(reqs), self.describe(), secs)
+            try:
+                poll_until(lambda: test(reqs), self.describe(), secs)
+            except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
+                raise library_error(e, self.describe()) from e
         self._complete()
         return True
 
@@ -265,14 +268,15 @@ class Work(tdist.Work):
             wait = functools.partial(self._torch.wait, timedelta(seconds=secs))
         try:
             wait()
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
             self._raise(e, secs)
 
-    def _raise(self, e: RuntimeError, secs: float) -> None:
-        """Re-raise a library's error; its timeout as mcr's McrTimeoutError naming the call."""
+    def _raise(self, e: Exception, secs: float) -> None:
+        """Raise a library's error as mcr's: a timeout as McrTimeoutError, anything else as
+        LibraryError, each naming the call."""
         if "timeout" in str(e).lower() or "timed out" in str(e).lower():
             raise _timeout_error(self.describe(), secs) from e
-        raise e
+        raise library_error(e, self.describe()) from e
 
     def _block_stream(self) -> None:
         ev = torch.cuda.Event()

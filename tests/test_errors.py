@@ -6,7 +6,7 @@ import re
 import textwrap
 
 import pytest
-from conftest import run_mpi, run_torchrun
+from conftest import ROOT, run_mpi, run_torchrun
 
 TABLE = """\
 schema_version: 1
@@ -78,3 +78,28 @@ def test_mpi_declines_under_torchrun():
     out = run_torchrun(2, "errors_worker.py", "no_mpi", timeout=120)
     _expected(out, 2, "BackendUnavailable")
     assert textwrap.shorten("not launched by an MPI launcher", 60) in out
+
+
+A2A_TABLE = str(ROOT / "tests" / "data" / "a2a_boundary_cpu_np2.yaml")
+
+
+def test_ranks_disagreeing_on_a_call_get_an_error_not_wrong_data_mpi():
+    """Sizes, dtypes, roots, and sizes either side of a table boundary: MismatchError on every
+    rank naming what each passed, with no MCR_CHECK (MPI and Gloo in play)."""
+    out = run_mpi(2, "errors_worker.py", "mismatch", env={"MCR_TUNING_TABLE": A2A_TABLE},
+                  timeout=120)
+    _expected(out, 2, "MismatchError")
+    assert out.count("-> mpi") >= 2, out[-3000:]   # the all-to-all case ran
+
+
+def test_ranks_disagreeing_on_a_call_get_an_error_not_an_abort_gloo():
+    _expected(run_torchrun(2, "errors_worker.py", "mismatch", timeout=120), 2, "MismatchError")
+
+
+def test_a_vanished_peer_is_an_mcr_error_naming_the_call():
+    out = run_torchrun(2, "errors_worker.py", "peer_gone", timeout=120)
+    assert "rank 0: EXPECTED LibraryError" in out and "rank 0: ERRORS OK" in out, out[-3000:]
+
+
+def test_a_second_init_with_other_arguments_is_an_error():
+    _expected(run_mpi(2, "errors_worker.py", "reinit", timeout=120), 2, "CallError")

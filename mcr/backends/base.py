@@ -120,7 +120,7 @@ class Backend:
 
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
                sync: bool = False) -> Work:
-        """t on root <- reduction of every rank's t (others' t unspecified, as in torch)."""
+        """t on root <- reduction of every rank's t; the other ranks' t stays as it was."""
         return self._refuse("reduce")
 
     def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
+from ..errors import library_error
 from ..groups import Group
 from ..ops import is_premul
 from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work
@@ -96,7 +97,11 @@ class TorchPGBackend(Backend):
         waits the same way) where no MPI is in the process and no timing is on, else mcr's."""
         if here:
             if w is not None:
-                w.wait()
+                try:
+                    w.wait()
+                except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
+                    raise library_error(e, f"{what} of {t.nbytes} B on {self.name}, group "
+                                           f"{g.ranks}") from e
             return None
         if not ON_COMPLETE and (self.domain == STREAM or not PROGRESS_HOOKS):
             return w
@@ -159,8 +164,11 @@ class TorchPGBackend(Backend):
 
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
                sync: bool = False) -> Work:
-        """reduce through torch."""
-        return self._call("reduce", t, g, sync, _reduce, t, op=redop,
+        """reduce through torch. Gloo writes partial sums into the other ranks' tensors; mcr
+        keeps them as they were, whatever the library (Backend.reduce), so those reduce a
+        copy."""
+        src = t if g.rank == root else t.clone()
+        return self._call("reduce", src, g, sync, _reduce, src, op=redop,
                           group=g.handles[self.name], group_dst=root)
 
     def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,

@@ -205,6 +205,8 @@ def test_rooted(be: str | None, dtype: torch.dtype, numel: int) -> None:
         run(dist.reduce, be, t, root, op=op)
         if r == root:
             same(f"reduce {op} {be} {dtype} {numel}", t, ref_reduce(parts, op))
+        else:   # the same on every library: other ranks' tensors stay as they were
+            same(f"reduce {op} {be} {dtype} {numel} leaves rank {r}'s tensor", t, parts[r])
     parts = inputs(numel, dtype, salt())
     lst = [torch.empty(numel, dtype=dtype, device=dev) for _ in range(n)] if r == root else None
     run(dist.gather, be, parts[r], lst, root)

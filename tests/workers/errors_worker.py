@@ -12,7 +12,14 @@ import time
 import torch
 
 import mcr.comm as dist
-from mcr.errors import BackendUnavailable, CallError, McrTimeoutError, MismatchError, TableError
+from mcr.errors import (  # noqa: E402
+    BackendUnavailable,
+    CallError,
+    LibraryError,
+    McrTimeoutError,
+    MismatchError,
+    TableError,
+)
 
 scenario, tables_dir = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""
 rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0")))
@@ -42,9 +49,54 @@ elif scenario == "different_knob":
            "ranks [0] have 1048576", "ranks [1] have 2097152")
     assert time.monotonic() - t0 < 30, "the mismatch took far longer than seconds to report"
 elif scenario == "bad_knob":
+    os.environ["MCR_PROFILE"] = "fast"
+    expect(ValueError, lambda: dist.init_distributed(verbose=False), "MCR_PROFILE='fast'",
+           "standalone, overlap")
+    os.environ["MCR_PROFILE"] = "standalone"
     os.environ["MCR_CHECK"] = "maybe"
     expect(ValueError, lambda: dist.init_distributed(verbose=False), "MCR_CHECK='maybe'",
            "yes/no")
+elif scenario == "mismatch":
+    # Ranks that disagree on a call, with no MCR_CHECK: an error on every rank naming what each
+    # passed, before any library runs it (Gloo would abort, MPI return wrong data or hang).
+    dist.init_distributed(verbose=False)
+    t0 = time.monotonic()
+    expect(MismatchError, lambda: dist.all_reduce(torch.ones(1000 - rank)),
+           "disagree", "all_reduce sum of 1000 x float32", "all_reduce sum of 999 x float32",
+           "rank 0", "rank 1")
+    expect(MismatchError, lambda: dist.all_gather_into_tensor(
+        torch.empty(2 * (1000 - rank)), torch.ones(1000 - rank)), "2000 x float32",
+        "1998 x float32")
+    x = torch.ones(64, dtype=torch.float32 if rank == 0 else torch.int32)
+    expect(MismatchError, lambda: dist.all_reduce(x), "64 x float32", "64 x int32")
+    expect(MismatchError, lambda: dist.broadcast(torch.ones(8), src=rank), "root 0", "root 1")
+    if dist.get_world_size() == 2 and os.environ.get("MCR_TUNING_TABLE", "").endswith(
+            "a2a_boundary_cpu_np2.yaml"):
+        n_el = 256 if rank == 0 else 254     # either side of the table's 1 KiB boundary
+        expect(MismatchError, lambda: dist.all_to_all_single(torch.empty(n_el),
+                                                             torch.ones(n_el)),
+               "-> gloo", "-> mpi", "256 x float32", "254 x float32")
+    assert time.monotonic() - t0 < 30, "mismatches took far longer than seconds to report"
+    t = torch.ones(5)
+    dist.all_reduce(t)  # agreeing calls still work after the errors
+    assert t.tolist() == [dist.get_world_size()] * 5, t
+elif scenario == "peer_gone":
+    os.environ["MCR_TIMEOUT_S"] = "20"
+    dist.init_distributed(verbose=False)
+    t = torch.ones(100)
+    dist.all_reduce(t, backend="gloo")      # this kind of call is checked and known now
+    if rank == 1:
+        os._exit(0)                          # the peer goes away without a word
+    time.sleep(1)
+    expect(LibraryError, lambda: dist.all_reduce(t, backend="gloo"), "all_reduce",
+           "gloo", "400 B", "failed in the library")
+    print(f"rank {rank}: ERRORS OK", flush=True)
+    os._exit(0)
+elif scenario == "reinit":
+    dist.init_distributed(verbose=False)
+    dist.init_distributed(verbose=False)     # the same again: fine
+    expect(CallError, lambda: dist.init_distributed(dist_backend="mpi"), "already initialized",
+           "dist_backend")
 elif scenario == "bad_table":
     os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, "bad.yaml")
     expect(TableError, lambda: dist.init_distributed(verbose=False), "bad.yaml:")
@@ -89,7 +141,8 @@ elif scenario == "check_sizes":
     expect(MismatchError, lambda: dist.all_reduce(torch.ones(10 + rank)), "disagree",
            "bytes", "rank 0", "rank 1")
     expect(MismatchError, lambda: dist.all_reduce(
-        torch.ones(10, dtype=torch.float32 if rank == 0 else torch.float64)), "dtype")
+        torch.ones(10, dtype=torch.float32 if rank == 0 else torch.float64)), "dtype",
+        "10 x float32", "10 x float64")
     t = torch.ones(5)
     dist.all_reduce(t)  # agreeing calls still work after the errors
     assert t.tolist() == [dist.get_world_size()] * 5, t
