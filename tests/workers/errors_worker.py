@@ -38,6 +38,12 @@ def expect(kind: type, fn, *must: str) -> None:  # noqa: ANN001
     raise AssertionError(f"no {kind.__name__} raised")
 
 
+def agreeing_calls_still_work() -> None:
+    t = torch.ones(5)
+    dist.all_reduce(t)
+    assert t.tolist() == [dist.get_world_size()] * 5, t
+
+
 if scenario == "different_tables":
     os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, f"t{rank % 2}.yaml")
     expect(MismatchError, lambda: dist.init_distributed(verbose=False), "ranks [0", "ranks [1")
@@ -77,9 +83,7 @@ elif scenario == "mismatch":
                                                              torch.ones(n_el)),
                "-> gloo", "-> mpi", "256 x float32", "254 x float32")
     assert time.monotonic() - t0 < 30, "mismatches took far longer than seconds to report"
-    t = torch.ones(5)
-    dist.all_reduce(t)  # agreeing calls still work after the errors
-    assert t.tolist() == [dist.get_world_size()] * 5, t
+    agreeing_calls_still_work()
 elif scenario == "peer_gone":
     os.environ["MCR_TIMEOUT_S"] = "20"
     dist.init_distributed(verbose=False)
@@ -143,9 +147,7 @@ elif scenario == "check_sizes":
     expect(MismatchError, lambda: dist.all_reduce(
         torch.ones(10, dtype=torch.float32 if rank == 0 else torch.float64)), "dtype",
         "10 x float32", "10 x float64")
-    t = torch.ones(5)
-    dist.all_reduce(t)  # agreeing calls still work after the errors
-    assert t.tolist() == [dist.get_world_size()] * 5, t
+    agreeing_calls_still_work()
 elif scenario == "timeout":
     os.environ["MCR_TIMEOUT_S"] = "2"
     dist.init_distributed(verbose=False)
