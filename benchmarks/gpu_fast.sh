@@ -32,7 +32,7 @@ TAILN=12 step osu_allreduce 60 $MPI $AR
 TAILN=12 step osu_allreduce_graph 60 $MPI $AR --graph
 MCR_SYMM_TWO_SHOT_BYTES=4MiB TAILN=12 step osu_allreduce_graph_oneshot 60 $MPI -x MCR_SYMM_TWO_SHOT_BYTES $AR --graph
 TAILN=8 step overlap 90 $MPI python3 -m benchmarks.overlap --backend nccl,sdma+symm --reps 7 --csv $OUT/overlap.csv
-TAILN=4 step tuner 240 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
+TAILN=4 step tuner 240 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
 fi
 if [ "$PART" = check ]; then
 # After a refactor: the tests again (4 GPUs; 2 GPUs chunked), and the overlap benchmark under
@@ -51,14 +51,14 @@ fi
 if [ "$PART" = ceiling ]; then
 # The 400 GB/s question (NOTES.md v9): one pair alone by copy engine and SM kernel, and all-gather
 # schedules at 1 GiB; then mcr's host cost per small GPU call against the bare library calls.
-TAILN=16 step ceiling 150 $MPI python3 benchmarks/probe_ceiling.py
+TAILN=16 step ceiling 150 $MPI python3 probes/probe_ceiling.py
 TAILN=8 step dispatch_overhead_gpu 120 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 fi
 if [ "$PART" = sync ]; then
 # After synchronous calls went to torch's own synchronous path (NOTES.md v9): the ceiling probe,
 # mcr's host cost per call, every op through NCCL sync/async mixed with MPI, the fast tests, and
 # the eager small all-reduce sweep.
-TAILN=18 step ceiling 150 $MPI python3 benchmarks/probe_ceiling.py
+TAILN=18 step ceiling 150 $MPI python3 probes/probe_ceiling.py
 TAILN=12 step dispatch_overhead_gpu 120 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 TAILN=3 step api_gpu 150 $MPI python3 tests/workers/api_worker.py --device cuda --backends nccl,auto --big 16MiB
 TAILN=3 step random_gpu 150 $MPI python3 tests/workers/random_worker.py --device cuda --backends nccl,mpi --ops 1500
@@ -74,8 +74,8 @@ if [ "$PART" = tune ]; then
 # against nccl and sdma for symmetric and plain all-gather outputs, and the eager all-reduce.
 TAILN=4 step fast_x$N 200 $MPI python3 tests/workers/fast_worker.py --big 256MiB
 TAILN=12 step dispatch_overhead_gpu 150 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100 --profile
-TAILN=4 step tuner 300 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
-cp $OUT/nvidia-h200_np$N.yaml tuning_tables/ && grep -c backend tuning_tables/nvidia-h200_np$N.yaml
+TAILN=4 step tuner 300 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink NV18 mesh" --out $OUT/nvidia-h200_np$N
+cp $OUT/nvidia-h200_np$N.yaml mcr/tuning_tables/ && grep -c backend mcr/tuning_tables/nvidia-h200_np$N.yaml
 B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv --batch 5 --max-seconds 0.5 -i 20 -x 3"
 TAILN=24 step osu_allgather_symm 120 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:1GiB -f 4 --backend auto,nccl,sdma --symm sdma
 TAILN=14 step osu_allgather 120 $MPI python3 -m benchmarks.osu_allgather $B -m 64KiB:64MiB -f 4 --backend auto,nccl
@@ -106,7 +106,7 @@ step fast_x$N 360 $MPI python3 tests/workers/fast_worker.py --big 1GiB
 MCR_SDMA_SYNC=memops step fast_x${N}_memops 200 $MPI -x MCR_SDMA_SYNC python3 tests/workers/fast_worker.py --quick
 MCR_SDMA_MAX_BYTES=1MiB MCR_BACKEND=sdma step fast_x2_chunked 200 \
   $MPI2 -x MCR_SDMA_MAX_BYTES -x MCR_BACKEND python3 tests/workers/fast_worker.py --quick
-TAILN=80 step probe 200 $MPI python3 benchmarks/probe_ce.py
+TAILN=80 step probe 200 $MPI python3 probes/probe_ce.py
 fi
 if [ "$PART" = bench ] || [ "$PART" = all ]; then
 B="-d cuda -t bfloat16 -c --csv $OUT/osu.csv"

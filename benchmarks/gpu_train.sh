@@ -33,7 +33,7 @@ has() { [[ "$PART" == *" $1 "* ]]; }
 echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 -c 'import torch, deepspeed, transformers; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "deepspeed", deepspeed.__version__, "transformers", transformers.__version__)'
 if has train; then
-TAILN=4 step tuner 200 $MPI python3 -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \
+TAILN=4 step tuner 200 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \
   --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink" \
   --out "$W/nvidia-h200_np$N"
 [ -f "$W/nvidia-h200_np$N.yaml" ] && export MCR_TUNING_TABLE="$W/nvidia-h200_np$N.yaml"
@@ -49,7 +49,7 @@ TAILN=6 step gpu_tests 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests
 TAILN=12 step dispatch_overhead_gpu 100 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
 B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 24 -x 2 --batch 5 --max-seconds 0.3 --rounds 3"
 for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
-  MCR_TUNING_TABLE=tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
+  MCR_TUNING_TABLE=mcr/tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
     $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 4 --backend nccl,auto
 done
 fi

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import mcr.comm as dist
-from benchmarks.harness import Bench, Case, Ctx, expect_equal, rank_data, run
+from mcr.measure.engine import Bench, Case, Ctx, expect_equal, rank_data, run
 
 WINDOW = 16
 

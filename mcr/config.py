@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -77,6 +78,7 @@ class Knob:
 KNOBS = (
     Knob("MCR_BACKEND", "backend", _text, "", True),
     Knob("MCR_TUNING_TABLE", "tuning_table", _text, "", False),   # contents compared instead
+    Knob("MCR_USER_TABLES", "user_tables", _text, "", False),     # likewise
     Knob("MCR_SYSTEM_CLASS", "system_class", _text, "", False),   # likewise
     Knob("MCR_PROFILE", "profile", _choice("standalone", "overlap"), "standalone", True),
     Knob("MCR_TIMEOUT_S", "timeout_s", _positive, "600", False),
@@ -105,6 +107,7 @@ class Config:
 
     backend: str | None = None          # force one backend for every call
     tuning_table: str | None = None     # file or folder of tables
+    user_tables: str | None = None      # mcr-tune's folder (None: user_tables_dir())
     system_class: str | None = None     # override the detected system class
     profile: str = "standalone"         # standalone | overlap
     timeout_s: float = 600.0            # every blocking wait raises after this
@@ -128,6 +131,15 @@ class Config:
     def agreeing(self) -> dict[str, Any]:
         """The knobs every rank must share, by variable name."""
         return {k.env: getattr(self, k.field) for k in KNOBS if k.agree}
+
+
+def user_tables_dir(cfg: Config) -> Path:
+    """Where mcr-tune writes and mcr looks first: MCR_USER_TABLES, else
+    $XDG_DATA_HOME/mcr/tables (~/.local/share/mcr/tables)."""
+    if cfg.user_tables:
+        return Path(cfg.user_tables).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "mcr" / "tables"
 
 
 def from_env() -> Config:

@@ -14,7 +14,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from .backends import Backend
-from .config import Config
+from .config import Config, user_tables_dir
 from .dispatcher import Dispatcher
 from .errors import MismatchError, NotInitializedError
 from .groups import Group
@@ -24,7 +24,7 @@ from .spans import Spans
 from .tables import TableSet, find_table_files, load_tables
 
 log = logging.getLogger("mcr")
-TABLES_DIR = Path(__file__).resolve().parent.parent / "tuning_tables"
+TABLES_DIR = Path(__file__).resolve().parent / "tuning_tables"   # shipped as package data
 
 
 @dataclass
@@ -72,26 +72,26 @@ def system_class(cfg: Config, cuda: bool) -> str:
                                               name)).strip("-")
 
 
-def load_tables_for(cfg: Config, cuda: bool) -> TableSet:
-    """MCR_TUNING_TABLE (a file, or a folder's tables of this system class), else the shipped
-    tables of this system class."""
+def load_tables_for(cfg: Config, cuda: bool, world: int | None = None) -> TableSet:
+    """MCR_TUNING_TABLE (a file, or a folder's tables of this system class) alone; else the
+    user's folder (mcr-tune's) before the tables shipped with mcr, this system class's only."""
     known = backends_mod.KNOWN
     cls = system_class(cfg, cuda)
     if cfg.tuning_table:
-        return load_tables(find_table_files(cfg.tuning_table, cls, explicit=True), known)
-    if not TABLES_DIR.is_dir():
-        return TableSet([])
-    return load_tables(find_table_files(TABLES_DIR, cls), known)
+        return TableSet([load_tables(find_table_files(cfg.tuning_table, cls, explicit=True),
+                                     known)], world)
+    layers = [load_tables(find_table_files(d, cls), known)
+              for d in (user_tables_dir(cfg), TABLES_DIR) if d.is_dir()]
+    return TableSet(layers, world) if layers else TableSet([])
 
 
 def tune_command(cfg: Config, cuda: bool, n: int) -> str:
-    """The command that writes a table for n ranks of this machine's class."""
-    out = f"tuning_tables/{system_class(cfg, cuda)}_np{n}"
+    """The command that writes a table for n ranks of this machine's class (to the user's
+    table folder, which mcr reads first)."""
     if cuda:
-        return (f"mpirun -np {n} python -m tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 "
-                f"-x 3 --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma "
-                f"--out {out}")
-    return f"mpiexec -n {n} python -m tuner -m 4:16MiB -f 4 -i 40 -x 5 --out {out}"
+        return (f"mcr-tune -n {n} -d cuda -t bfloat16 -m 4KiB:1GiB --batch 5 "
+                f"--backend nccl,sdma,symm --symm sdma --profiles standalone,overlap")
+    return f"mcr-tune -n {n}"
 
 
 def decision_inputs(tables: TableSet, cfg: Config, cuda: bool) -> dict[str, Any]:

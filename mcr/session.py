@@ -98,7 +98,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
                 world_size=launch.world_size, timeout=pg_timeout, cuda=cuda,
                 pg=tdist.group.WORLD)
     world = backends_mod.bind_group(backends, spec, default_gpu)
-    tables = runtime.load_tables_for(cfg, cuda)
+    tables = runtime.load_tables_for(cfg, cuda, launch.world_size)
     runtime.check_agreement(world, tables, cfg, cuda)
     logger = CommsLogger()
     logger.configure(enabled=cfg.log)

@@ -115,6 +115,12 @@ class Table:
     rules: dict[tuple[int, str], dict[tuple[str | None, ...], _Ranges]]
     raw: dict[str, Any]
 
+    @property
+    def ranks(self) -> int:
+        """How many ranks the job that measured it had (system.ranks; else its largest group)."""
+        r = self.system.get("ranks")
+        return r if isinstance(r, int) else max((g for g, _ in self.rules), default=0)
+
 
 class _Errors:
     """Collects schema errors so one load reports all of them, each with file and line."""
@@ -297,18 +303,36 @@ def _plain(x: Any) -> Any:
 
 
 class TableSet:
-    """All tables in force, indexed by (device, group size); the dispatcher asks it."""
+    """All tables in force, indexed by (device, group size, op); the dispatcher asks it.
 
-    def __init__(self, tables: list[Table]) -> None:
-        self.tables = tables
+    Tables come in layers, first wins: MCR_TUNING_TABLE alone, else the user's folder (what
+    mcr-tune writes) before the tables shipped with mcr. Within a layer, where several files
+    define the same device, group size and op (the 2-rank table and the 4-rank table's 2-rank
+    sub-group rules), the file measured in a job of the size nearest `world` wins; two files of
+    the same job size defining it are an error."""
+
+    def __init__(self, tables: list[Table] | list[list[Table]], world: int | None = None) -> None:
+        layers = tables if tables and isinstance(tables[0], list) else [tables]
         self._index: dict[tuple[str, int, str], tuple[Table, dict]] = {}
-        for t in tables:
-            for (gsize, op), sel in t.rules.items():
-                prev = self._index.get((t.device, gsize, op))
-                if prev is not None:
-                    raise TableError(f"{t.path}: device {t.device}, group size {gsize}, op {op} "
-                                     f"is also defined in {prev[0].path}")
-                self._index[(t.device, gsize, op)] = (t, sel)
+        self.shadowed: list[tuple[Table, int, str]] = []   # (table, group size, op) not in force
+        for layer in layers:
+            mine: set[tuple[str, int, str]] = set()
+            near = sorted(layer, key=lambda t: (abs(t.ranks - (world or t.ranks)), t.ranks))
+            for t in near:
+                for (gsize, op), sel in t.rules.items():
+                    k = (t.device, gsize, op)
+                    prev = self._index.get(k)
+                    if prev is not None and k in mine and prev[0].ranks == t.ranks:
+                        raise TableError(f"{t.path}: device {t.device}, group size {gsize}, op "
+                                         f"{op} is also defined in {prev[0].path} (both "
+                                         f"measured with {t.ranks} ranks; keep one)")
+                    if prev is not None:
+                        self.shadowed.append((t, gsize, op))
+                        continue
+                    self._index[k] = (t, sel)
+                    mine.add(k)
+        used = {id(t) for t, _ in self._index.values()}
+        self.tables = [t for layer in layers for t in layer if id(t) in used]
 
     def lookup(self, key: CallKey) -> tuple[str, str] | None:
         """(backend, 'file:line') of the rule for this call, or None where no rule covers it.
@@ -336,8 +360,9 @@ class TableSet:
 
     def fingerprint(self) -> str:
         """Short hash of every rule in force; equal on all ranks or init refuses to start."""
-        body = json.dumps(sorted(json.dumps([t.device, t.raw.get("groups")], sort_keys=True,
-                                            default=str) for t in self.tables))
+        body = json.dumps(sorted(json.dumps([d, g, op, t.raw["groups"][str(g)][op]], sort_keys=True,
+                                            default=str)
+                                 for (d, g, op), (t, _) in self._index.items()))
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def describe(self, machine_class: str | None = None) -> str:
@@ -426,6 +451,6 @@ def dump(doc: dict[str, Any], comments: dict[tuple[int, str], list[str]] | None 
     return "\n".join(lines) + "\n"
 
 
-def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> TableSet:
-    """Load several files into one TableSet."""
-    return TableSet([load_table(p, known_backends) for p in paths])
+def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> list[Table]:
+    """Load several files (one layer of a TableSet)."""
+    return [load_table(p, known_backends) for p in paths]

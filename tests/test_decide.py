@@ -1,15 +1,25 @@
-"""The tuner's picking rules: the tie margin to the default, merging equal neighbours."""
+"""The tuner's picking rules: margin per interleaved round, merging, suspects, bisection, regret.
+
+The search loop is driven here by a synthetic cost model standing in for measurements (the
+end-to-end runs on real Gloo and MPI are in test_tuner.py): what is tested is which sizes it
+decides to measure and what it concludes."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
-from tuner.decide import TIE, ranges, winners
+from mcr.tuner.decide import TIE, gaps, pick, ranges, regret, suspects, winners
+from mcr.tuner.search import Pass, tune_pass
+
+
+def _row(op, size, be, rounds):
+    return {"op": op, "bytes": size, "backend": be, "median_us": sorted(rounds)[len(rounds) // 2],
+            "round_medians_us": ";".join(map(str, rounds))}
 
 
 def _rows(op: str, table: dict[int, dict[str, float]]) -> list[dict]:
-    return [{"op": op, "bytes": size, "backend": be, "median_us": t}
-            for size, times in table.items() for be, t in times.items()]
+    return [_row(op, size, be, [t]) for size, times in table.items() for be, t in times.items()]
 
 
 def test_fastest_wins_but_near_ties_keep_the_default():
@@ -21,6 +31,14 @@ def test_fastest_wins_but_near_ties_keep_the_default():
     assert winners(rows, "gloo")["all_reduce"] == [(8, "mpi"), (64, "gloo"), (512, "mpi")]
 
 
+def test_challenger_must_win_every_round():
+    """Faster by median but slower in one interleaved round: noise, the default stays."""
+    noisy = {"gloo": _row("x", 8, "gloo", [100, 100, 60]), "mpi": _row("x", 8, "mpi", [50, 50, 70])}
+    assert pick(noisy, "gloo") == "gloo"
+    steady = {"gloo": _row("x", 8, "gloo", [100, 90, 95]), "mpi": _row("x", 8, "mpi", [50, 60, 55])}
+    assert pick(steady, "gloo") == "mpi"
+
+
 def test_missing_default_measurement_takes_the_fastest():
     rows = _rows("all_gather", {8: {"mpi": 5.0, "sdma": 4.0}})
     assert winners(rows, "gloo")["all_gather"] == [(8, "sdma")]
@@ -30,3 +48,64 @@ def test_ranges_merge_equal_neighbours_and_span_zero_to_inf():
     seq = [(8, "mpi"), (64, "mpi"), (512, "gloo"), (4096, "gloo"), (32768, "mpi")]
     assert ranges(seq) == [(0, 512, "mpi"), (512, 32768, "gloo"), (32768, math.inf, "mpi")]
     assert ranges([(8, "nccl")]) == [(0, math.inf, "nccl")]
+
+
+def test_suspects_are_single_size_flips_only():
+    seq = [(1, "a"), (2, "a"), (4, "b"), (8, "a"), (16, "b"), (32, "b")]
+    assert suspects(seq) == [4, 8]          # 8 differs from 4 and 16, which now differ: 4 first
+    assert suspects([(1, "a"), (2, "a"), (4, "b"), (8, "b")]) == []     # a change, not a flip
+    assert suspects([(1, "a"), (2, "b"), (4, "b")]) == [1]      # an end's lone rule: re-check
+    assert suspects([(1, "a"), (2, "b")]) == []                  # too few to call a flip
+
+
+def test_gaps_are_geometric_middles_between_different_winners():
+    assert gaps([(4, "a"), (64, "a"), (1024, "b")], 1.5, 4) == [(256, "a", "b")]
+    assert gaps([(4, "a"), (8, "b")], 1.5, 4) == []              # nothing between at unit 4
+    assert gaps([(100, "a"), (140, "b")], 1.5, 4) == []          # close enough already
+
+
+def test_regret_is_chosen_over_fastest():
+    rows = _rows("all_reduce", {8: {"gloo": 100.0, "mpi": 50.0}, 64: {"gloo": 10.0, "mpi": 20.0}})
+    got = regret(rows, {("all_reduce", 8): "gloo", ("all_reduce", 64): "gloo"})
+    assert got == {"all_reduce": [(8, 1.0), (64, 0.0)]}
+
+
+class _Model:
+    """Stands in for Measurer: times from a cost model (a crossover at `cross` bytes), with one
+    planted outlier that is gone when measured again."""
+
+    def __init__(self, cross: int, outlier: int | None = None) -> None:
+        self.cross, self.outlier = cross, outlier
+        self.args = SimpleNamespace(rounds=3)
+        self.backends = ["gloo", "mpi"]
+        self.asked: list[tuple[int, str]] = []
+
+    def point(self, p, size, kind, backends=None, rounds=None):
+        self.asked.append((size, kind))
+        rows = []
+        for be in backends or self.backends:
+            t = 100.0 if be == "gloo" else (50.0 if size < self.cross else 200.0)
+            if be == "mpi" and size == self.outlier and kind == "grid":
+                t = 400.0
+            rows.append(_row(p.op, size, be, [t, t, t]))
+        return rows
+
+
+def test_search_bisects_the_crossover_and_rechecks_an_outlier():
+    m = _Model(cross=3000, outlier=64)
+    grid = [4 * 4 ** i for i in range(7)]                  # 4 .. 16384, factor 4
+    rows = tune_pass(m, Pass("all_reduce"), grid, "gloo", 4, 1.5, 8, lambda n: None)
+    seq = winners(rows, "gloo")["all_reduce"]
+    assert (64, "recheck") in m.asked and dict(seq)[64] == "mpi"    # the outlier did not stick
+    got = ranges(seq)
+    assert [be for *_, be in got] == ["mpi", "gloo"]
+    lo_gloo = got[1][0]
+    below = max(s for s, be in seq if be == "mpi")
+    assert below < 3000 <= lo_gloo and lo_gloo / below <= 1.5       # boundary within the ratio
+    assert [s for s, k in m.asked if k == "bisect"] == [2048, 2896]   # 1024|4096, then 2048|4096
+
+
+def test_search_replays_nothing_new_when_grid_is_monotone():
+    m = _Model(cross=10 ** 9)
+    tune_pass(m, Pass("all_gather"), [4, 16, 64], "gloo", 4, 1.5, 8, lambda n: None)
+    assert [k for _, k in m.asked] == ["grid"] * 3

@@ -10,6 +10,7 @@ import torch
 
 from mcr.backends import KNOWN
 from mcr.errors import TableError
+from mcr.ops import make_key
 from mcr.tables import TableSet, find_table_files, load_table
 from mcr.units import format_bytes, parse_bytes
 
@@ -177,6 +178,30 @@ def test_same_rule_in_two_files_is_an_error(tmp_path):
     a, b = write(tmp_path, body, "a.yaml"), write(tmp_path, body, "b.yaml")
     with pytest.raises(TableError, match="also defined in"):
         TableSet([load_table(a, KNOWN), load_table(b, KNOWN)])
+
+
+def _backend(ts, nbytes=64, gsize=2):
+    return ts.lookup(make_key("all_reduce", gsize, nbytes, torch.float32, "cpu"))[0]
+
+
+def test_layers_user_first_then_nearest_job_size(tmp_path):
+    """The user's folder shadows shipped rules per op; within a layer the table measured with
+    the job's rank count wins over another job size's sub-group rules; same size twice errs."""
+    two = "  2:\n    all_reduce:\n      - {max: inf, backend: mpi}\n"
+    four = ("  2:\n    all_reduce:\n      - {max: inf, backend: gloo}\n"
+            "  4:\n    all_reduce:\n      - {max: inf, backend: gloo}\n")
+    np2, np4 = write(tmp_path, two, "np2.yaml"), write(tmp_path, four, "np4.yaml")
+    shipped = [load_table(np4, KNOWN), load_table(np2, KNOWN)]
+    assert _backend(TableSet([shipped], world=2)) == "mpi"
+    assert _backend(TableSet([shipped], world=4)) == "gloo"
+    assert _backend(TableSet([shipped], world=4), gsize=4) == "gloo"
+    user = [load_table(write(tmp_path, two.replace("mpi", "gloo"), "user.yaml"), KNOWN)]
+    ts = TableSet([user, shipped], world=2)
+    assert _backend(ts) == "gloo" and [t.path for t in ts.tables] == [str(tmp_path / "user.yaml"),
+                                                                         str(np4)]
+    assert (shipped[1], 2, "all_reduce") in ts.shadowed
+    with pytest.raises(TableError, match="both measured with 2 ranks"):
+        TableSet([[load_table(np2, KNOWN), load_table(write(tmp_path, two, "b.yaml"), KNOWN)]])
 
 
 def test_fingerprint_tracks_rules_not_comments(tmp_path):

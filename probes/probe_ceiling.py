@@ -19,10 +19,10 @@ from collections.abc import Callable
 import torch
 
 import mcr.comm as dist
-from benchmarks.probe_util import gpu_us, say
 from mcr import runtime
 from mcr.backends.ce_engine import rendezvous
 from mcr.backends.cudadrv import Driver
+from probes.probe_util import gpu_us, say
 
 
 def batch_copier() -> Callable[[list[int], list[int], list[int], int], None] | None:

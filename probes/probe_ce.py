@@ -18,10 +18,10 @@ from collections.abc import Callable
 import torch
 
 import mcr.comm as dist
-from benchmarks.probe_util import gpu_us, say, worst
 from mcr import runtime
 from mcr.backends.ce_engine import rendezvous
 from mcr.backends.cudadrv import Driver
+from probes.probe_util import gpu_us, say, worst
 
 dist.init_distributed(verbose=False)
 rt = runtime.get()

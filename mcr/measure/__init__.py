@@ -1,0 +1,1 @@
+"""mcr's measurement engine (engine) and the collectives it measures (cases)."""

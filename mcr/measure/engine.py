@@ -1,0 +1,351 @@
+"""mcr's measurement engine: sizes, warm-up, interleaved timing of backends, checking, output.
+
+The tuner, the OSU benchmarks (benchmarks/osu_*.py) and the training-step benchmark measure
+through it. A Bench states only what differs per op (buffers for a size, the call, the check;
+mcr.measure.cases), as nccl-tests does. Sizes are full-buffer bytes (all-gather output,
+reduce-scatter input), so busbw uses the nccl-tests factors. Run under mpirun/mpiexec or torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import mcr.comm as dist
+from mcr.errors import BackendUnavailable
+from mcr.ops import BUFFER_KEYED, bus_factor
+from mcr.units import parse_bytes
+
+
+@dataclass
+class Ctx:
+    """What a benchmark's setup needs to build its buffers."""
+
+    rank: int                 # in the group
+    n: int                    # the group's size
+    dtype: torch.dtype
+    device: str
+    symm: str | None = None   # backend whose symmetric allocator makes output buffers
+    group: Any = None         # an mcr.comm group (None: the world)
+    calls: str = "sync"       # "sync", or "async": async_op=True, then wait()
+    ranks: tuple[int, ...] = ()   # the group's global ranks (empty: the world's)
+
+    def global_rank(self, i: int) -> int:
+        """The global rank of the group's i-th member."""
+        return self.ranks[i] if self.ranks else i
+
+    def out_buffer(self, numel: int) -> torch.Tensor:
+        """An output buffer: symmetric memory of ctx.symm (zero-copy), else plain."""
+        if self.symm:
+            return dist.symmetric_empty(numel, dtype=self.dtype, backend=self.symm)
+        return torch.empty(numel, dtype=self.dtype, device=self.device)
+
+
+@dataclass
+class Case:
+    """One size of one benchmark: call(backend) runs the op once; check() validates it."""
+
+    call: Callable[[str | None], Any]
+    check: Callable[[], None] | None = None
+
+
+@dataclass
+class Bench:
+    """A benchmark: the mcr op it measures and how to set up one size."""
+
+    op: str
+    setup: Callable[[Ctx, int], Case]
+    title: str = ""
+
+
+
+def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:
+    """Deterministic data of `rank`; every rank can rebuild any rank's buffer for checks."""
+    g = torch.Generator().manual_seed(rank * 1000 + salt + 1)
+    t = torch.randint(-8, 9, (numel,), generator=g)
+    return t.to(ctx.dtype).to(ctx.device)
+
+
+def expect_equal(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    """Raise naming the op and the first differing element."""
+    if not torch.equal(got.cpu(), want.cpu()):
+        i = int((got.cpu() != want.cpu()).nonzero()[0][0])
+        raise AssertionError(f"{what}: element {i}: got {got.reshape(-1)[i].item()}, "
+                             f"want {want.reshape(-1)[i].item()}")
+
+
+def parser(title: str) -> argparse.ArgumentParser:
+    """The common options (OSU's -m/-i/-x/-c/-d plus mcr's --backend and -t)."""
+    ap = argparse.ArgumentParser(description=title)
+    ap.add_argument("-m", "--message-size", default="4:16MiB",
+                    help="MIN:MAX full-buffer bytes, units allowed (default 4:16MiB)")
+    ap.add_argument("-f", "--factor", type=int, default=2, help="size step factor (default 2)")
+    ap.add_argument("-i", "--iterations", type=int, default=100)
+    ap.add_argument("-x", "--warmup", type=int, default=10)
+    ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default=None,
+                    help="cpu or cuda (default: cuda if available)")
+    ap.add_argument("-c", "--validate", action="store_true", help="check results")
+    ap.add_argument("-t", "--dtype", default="float32")
+    ap.add_argument("--backend", default="auto",
+                    help="comma list of auto and/or backend names, measured side by side")
+    ap.add_argument("--csv", default=None, help="append rows to this CSV (rank 0)")
+    ap.add_argument("--max-seconds", type=float, default=2.0,
+                    help="cap on timed seconds per size and backend (iterations shrink)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="calls per timed sample, back to back (1: OSU latency, each call "
+                         "synchronized; >1: nccl-tests style throughput per call)")
+    ap.add_argument("--graph", action="store_true",
+                    help="capture each sample's --batch calls in one CUDA graph and time its "
+                         "replays (the cost per call inside a graph-captured training step)")
+    ap.add_argument("--symm", default=None, metavar="BACKEND",
+                    help="allocate outputs with mcr.comm.symmetric_empty(backend=BACKEND)")
+    ap.add_argument("--calls", choices=["sync", "async"], default="sync",
+                    help="how each call is made: sync, or async_op=True then wait()")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure the backends of a size in this many interleaved rounds (A B, "
+                         "B A, ...), each with a share of the iterations and time; the 'x first'"
+                         " column is the median over rounds of the first backend's median time "
+                         "over this one's (> 1: faster than the first)")
+    return ap
+
+
+def sizes(spec: str, factor: int, unit: int) -> list[int]:
+    """Byte sizes from MIN:MAX, multiplied by factor, each rounded up to a multiple of unit."""
+    lo, _, hi = spec.partition(":")
+    lo_b, hi_b = int(parse_bytes(lo)), int(parse_bytes(hi or lo))
+    out, s = [], max(lo_b, 1)
+    while s <= hi_b:
+        out.append(-(-s // unit) * unit)
+        s *= factor
+    return sorted(set(out))
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def graphed(case: Case, backend: str | None, batch: int) -> Callable[[str | None], None]:
+    """`batch` calls captured in one CUDA graph; the returned call replays it."""
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        g.capture_begin(capture_error_mode="thread_local")
+        for _ in range(batch):
+            case.call(backend)
+        g.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return lambda _be: g.replay()
+
+
+def under_load(ctx: Ctx, case: Case, gemm: int = 4096) -> Case:
+    """The call on a side stream beside a bf16 GEMM on the compute stream (the overlap profile,
+    as FSDP2 and ZeRO-3 prefetch); time_case then times the whole overlapped window. CUDA only."""
+    if ctx.device != "cuda":
+        raise ValueError("the overlap profile is measured on CUDA tensors only")
+    a = torch.randn(gemm, gemm, device=ctx.device, dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    side = torch.cuda.Stream()
+
+    def call(be: str | None) -> None:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            case.call(be)
+        torch.mm(a, a, out=c)
+        torch.cuda.current_stream().wait_stream(side)
+    return Case(call, case.check)
+
+
+def time_case(ctx: Ctx, case: Case, backend: str | None, iters: int, warmup: int,
+              max_seconds: float, batch: int = 1, graph: bool = False) -> list[float]:
+    """Per-call seconds of each sample (batch calls between syncs), the group's slowest rank's.
+    graph: each sample replays one CUDA graph of the batch's calls."""
+    for _ in range(warmup):
+        case.call(backend)
+    _sync(ctx.device)
+    if graph:
+        case = Case(graphed(case, backend, batch), case.check)
+        batch_calls, batch = batch, 1
+    else:
+        batch_calls = batch
+    # Calibrate the iteration count so that big messages stay within max_seconds.
+    dist.barrier(group=ctx.group, backend="gloo")
+    t0 = time.perf_counter()
+    case.call(backend)
+    _sync(ctx.device)
+    one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    dist.all_reduce(one, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
+    iters = max(3, min(iters, int(max_seconds / max(float(one[0]) * batch, 1e-7))))
+    times = torch.empty(iters, dtype=torch.float64)
+    dist.barrier(group=ctx.group, backend="gloo")
+    for i in range(iters):
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            case.call(backend)
+        _sync(ctx.device)
+        times[i] = (time.perf_counter() - t0) / batch_calls
+    # Every rank gets the same numbers, so decisions made from them agree across ranks.
+    dist.all_reduce(times, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
+    return times.tolist()
+
+
+@dataclass
+class Timing:
+    """One backend at one size: every sample (seconds, slowest rank's) and each round's median."""
+
+    samples: list[float]
+    rounds: list[float]
+
+    @property
+    def median(self) -> float:
+        """Median of all samples."""
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """How far the rounds' medians scatter: (max - min) / median of them (0 for 1 round)."""
+        return (max(self.rounds) - min(self.rounds)) / statistics.median(self.rounds)
+
+
+def measure_size(ctx: Ctx, case: Case, backends: list[str], args: argparse.Namespace,
+                 rounds: int) -> dict[str, Timing | str]:
+    """Each backend at one size, in `rounds` interleaved rounds (A B, B A, ...) each with a share
+    of the iterations and time, so drift on a shared machine hits all alike. A str value says
+    why that backend declined."""
+    out: dict[str, Timing | str] = {}
+    for k in range(rounds):
+        for be in backends[k % len(backends):] + backends[:k % len(backends)]:
+            if isinstance(out.get(be), str):
+                continue
+            try:
+                t = time_case(ctx, case, None if be == "auto" else be, args.iterations,
+                              args.warmup, args.max_seconds / rounds, args.batch, args.graph)
+            except BackendUnavailable as e:
+                out[be] = str(e).splitlines()[0]
+                continue
+            got = out.setdefault(be, Timing([], []))
+            assert isinstance(got, Timing)
+            got.samples.extend(t)
+            got.rounds.append(statistics.median(t))
+    return out
+
+
+def chosen_backend(op: str, nbytes: int, dtype: torch.dtype, device: str,
+                   buffer: str = "plain", group: Any = None) -> str:
+    """Which backend the dispatcher picks for this op and size (what `auto` ran on)."""
+    try:
+        return dist.which_backend(op, nbytes, dtype, device, group=group, buffer=buffer)
+    except BackendUnavailable as e:
+        return f"none ({e})"
+
+
+def make_ctx(args: argparse.Namespace, group: Any = None,
+             ranks: tuple[int, ...] = ()) -> Ctx:
+    """The context of a sweep: this rank in `group` (None: the world), options from args."""
+    if not dist.is_initialized():
+        dist.init_distributed(verbose=False)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    return Ctx(rank, n, getattr(torch, args.dtype), device, args.symm, group, args.calls, ranks)
+
+
+def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timing,
+             args: argparse.Namespace) -> dict[str, Any]:
+    """One CSV/printed row: a backend's statistics at a size (first: the reference backend)."""
+    buf = "symmetric" if ctx.symm and bench.op in BUFFER_KEYED else "plain"
+    served = chosen_backend(bench.op, size, ctx.dtype, ctx.device, buf, ctx.group) \
+        if be == "auto" else be
+    med = t.median
+    q = statistics.quantiles(t.samples, n=10) if len(t.samples) >= 2 else [med] * 9
+    algbw = size / med / 1e9
+    return {"op": bench.op, "ranks": ctx.n, "device": ctx.device, "dtype": str(ctx.dtype)[6:],
+            "bytes": size, "backend": be, "served_by": served,
+            "avg_us": statistics.fmean(t.samples) * 1e6, "median_us": med * 1e6,
+            "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6, "min_us": min(t.samples) * 1e6,
+            "max_us": max(t.samples) * 1e6, "iters": len(t.samples), "algbw_gbs": algbw,
+            "busbw_gbs": algbw * bus_factor(bench.op, ctx.n), "batch": args.batch,
+            "symm": ctx.symm or "", "graph": int(args.graph), "calls": ctx.calls,
+            "rounds": len(t.rounds), "round_medians_us": ";".join(f"{r * 1e6:.3f}"
+                                                                  for r in t.rounds),
+            "spread": t.spread,
+            "vs_first": statistics.median(a / b for a, b in zip(first.rounds, t.rounds))}
+
+
+def run(bench: Bench, argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Parse options, sweep sizes for each backend, print OSU-style rows; return them."""
+    args = parser(bench.title or f"mcr OSU-style {bench.op}").parse_args(argv)
+    return sweep(bench, args)
+
+
+def _header(bench: Bench, ctx: Ctx, args: argparse.Namespace) -> None:
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    dev = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
+    print(f"# mcr OSU-style {bench.op}: {ctx.n} ranks, {dev}, {args.dtype}, "
+          f"iterations <= {args.iterations} (warm-up {args.warmup}), {now}")
+    print(f"# command: {' '.join(sys.argv)}")
+    print(f"# timing: {args.batch} call(s) per sample, {ctx.calls} calls"
+          + (", replayed from one CUDA graph" if args.graph else "")
+          + (f", outputs in {ctx.symm} symmetric memory" if ctx.symm else "")
+          + (f", {args.rounds} interleaved rounds" if args.rounds > 1 else ""))
+    print(f"# {'Size':>10} {'Backend':>12} {'Avg Latency(us)':>16} {'Median(us)':>11} "
+          f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} "
+          f"{'x first':>8}", flush=True)
+
+
+def print_row(row: dict[str, Any]) -> None:
+    """A row in OSU format with nccl-tests bandwidth columns."""
+    label = row["backend"] if row["backend"] != "auto" else f"auto={row['served_by']}"
+    print(f"  {row['bytes']:>10} {label:>12} {row['avg_us']:>16.2f} {row['median_us']:>11.2f}"
+          f" {row['p10_us']:>9.2f} {row['p90_us']:>9.2f} {row['algbw_gbs']:>12.3f}"
+          f" {row['busbw_gbs']:>12.3f} {row['vs_first']:>8.3f}", flush=True)
+
+
+def append_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    """Append rows to a CSV file, writing the header if the file is new."""
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            w.writeheader()
+        w.writerows(rows)
+
+
+def sweep(bench: Bench, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every size of args.message_size, every backend of args.backend, printed as it goes."""
+    ctx = make_ctx(args)
+    backends = [b.strip() for b in args.backend.split(",")]
+    rows: list[dict[str, Any]] = []
+    if ctx.rank == 0:
+        _header(bench, ctx, args)
+    for size in sizes(args.message_size, args.factor, ctx.n * ctx.dtype.itemsize):
+        case = bench.setup(ctx, size)
+        got = measure_size(ctx, case, backends, args, max(1, args.rounds))
+        timed = [b for b in backends if isinstance(got.get(b), Timing)]
+        for be in backends:
+            t = got.get(be)
+            if isinstance(t, str):
+                if ctx.rank == 0:
+                    print(f"  {size:>10} {be:>12}   declined: {t}")
+                continue
+            if args.validate and case.check is not None:
+                case.call(None if be == "auto" else be)
+                _sync(ctx.device)
+                case.check()
+            rows.append(make_row(bench, ctx, size, be, t, got[timed[0]], args))
+            if ctx.rank == 0:
+                print_row(rows[-1])
+    if ctx.rank == 0 and args.csv and rows:
+        append_csv(args.csv, rows)
+    return rows

@@ -1,0 +1,5 @@
+"""python -m mcr.tuner: the same as mcr-tune."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,61 @@
+"""`mcr-tune check TABLE`: measure at sizes off the tuning grid, report each op's regret (the
+time of the backend the table chose over the fastest one's)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+from mcr.backends import KNOWN
+from mcr.measure.engine import make_ctx, sizes
+from mcr.ops import BUFFER_KEYED, make_key
+from mcr.tables import TableSet, load_table
+
+from .decide import regret
+from .search import Measurer, Pass
+
+
+def off_grid(spec: str, factor: int, unit: int) -> list[int]:
+    """Sizes between the tuning grid's points: each grid size times factor ** 0.5, rounded to
+    a multiple of unit (the grid's own sizes are what the table was fitted to)."""
+    out = {round(s * factor ** 0.5 / unit) * unit for s in sizes(spec, factor, unit)}
+    return sorted(s for s in out if s > 0)
+
+
+def check(args: argparse.Namespace, backends: list[str]) -> list[dict[str, Any]]:
+    """Measure every pass of the table's group of this job's size; print regret per op."""
+    table = load_table(args.table, KNOWN)
+    ts = TableSet([table])
+    ctx = make_ctx(args)
+    k = ctx.n
+    ops = sorted({op for g, op in table.rules if g == k})
+    if not ops:
+        raise SystemExit(f"mcr-tune check: {args.table} has no rules for {k} ranks")
+    passes = [Pass(op) for op in ops]
+    passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
+    m = Measurer(ctx, args, backends, [], lambda rows: None, lambda i: None)
+    rows: list[dict[str, Any]] = []
+    chosen: dict[tuple[str, int], str] = {}
+    for p in passes:
+        pts = []
+        for size in off_grid(args.message_size, args.factor, k * ctx.dtype.itemsize):
+            key = make_key(p.op, k, size, ctx.dtype, ctx.device, profile=p.profile,
+                           buffer="symmetric" if p.symm else "plain")
+            hit = ts.lookup(key)
+            if hit is None:
+                continue
+            pts += m.point(p, size, "check")
+            chosen[(p.label(), size)] = hit[0]
+        rows += [dict(r, op=p.label()) for r in pts]
+    out = regret(rows, chosen)
+    if ctx.rank == 0:
+        print(f"# mcr-tune check {args.table}: {k} ranks, regret = chosen / fastest - 1 at "
+              f"sizes off the tuning grid")
+        print(f"# {'op':<28} {'sizes':>5} {'median':>8} {'worst':>8}  worst at")
+        for op, pts in out.items():
+            rs = [r for _, r in pts]
+            worst = max(pts, key=lambda x: x[1])
+            print(f"  {op:<28} {len(rs):>5} {statistics.median(rs):>8.1%} {worst[1]:>8.1%}  "
+                  f"{worst[0]} B ({chosen[(op, worst[0])]})", flush=True)
+    return [dict(r, chosen=chosen.get((r["op"], int(r["bytes"])), "")) for r in rows]

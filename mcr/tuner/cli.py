@@ -1,0 +1,183 @@
+"""mcr-tune: measure this machine's libraries and write the tuning table mcr reads first.
+
+  mcr-tune [-n RANKS] [options]   measure, then write TABLE.yaml, .csv and one PNG per op
+  mcr-tune show TABLE             print a table as size ranges
+  mcr-tune check TABLE [options]  measure off the tuning grid, print each op's regret
+
+Started outside a launcher, it starts itself under mpiexec with RANKS ranks (default: every GPU,
+else 2), adding what Open MPI needs to run as root. The table goes to the user's table folder
+(MCR_USER_TABLES, default ~/.local/share/mcr/tables), which mcr searches before the tables it
+ships; a shipped table is overwritten only with --overwrite-shipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import mcr.comm as dist
+from mcr.backends import Unavailable, default_backend
+from mcr.config import from_env, user_tables_dir
+from mcr.measure.engine import make_ctx, parser, sizes
+from mcr.ops import BUFFER_KEYED, make_key
+from mcr.runtime import TABLES_DIR, system_class
+from mcr.runtime import get as get_runtime
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE")
+
+
+def tune_parser() -> argparse.ArgumentParser:
+    """The measurement options (shared with the OSU benchmarks) plus the tuner's own."""
+    ap = parser("mcr-tune: measure the libraries, write a tuning table")
+    ap.add_argument("-n", "--ranks", type=int, default=None,
+                    help="ranks to start when not under a launcher (default: GPUs, else 2)")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--out", default=None,
+                    help="path stem for STEM.yaml/.csv/_OP.png (default: the user table "
+                         "folder's CLASS_npN)")
+    ap.add_argument("--overwrite-shipped", action="store_true",
+                    help="allow --out to replace a table shipped with mcr")
+    ap.add_argument("--fresh", action="store_true",
+                    help="ignore rows of an interrupted run instead of resuming from them")
+    ap.add_argument("--profiles", default="standalone",
+                    help="standalone and/or overlap (CUDA: beside a GEMM, whole window scored)")
+    ap.add_argument("--overlap-ops", default="all_gather,reduce_scatter")
+    ap.add_argument("--bisect-ratio", type=float, default=1.5,
+                    help="search boundaries until neighbours with different winners are this "
+                         "close (size ratio)")
+    ap.add_argument("--bisect-steps", type=int, default=3)
+    ap.add_argument("--interconnect", default="shared memory / loopback")
+    ap.set_defaults(message_size="4:16MiB", factor=4, iterations=40, warmup=5, max_seconds=0.6,
+                    rounds=3, calls="async", backend=None)
+    return ap
+
+
+def _check_parser() -> argparse.ArgumentParser:
+    ap = parser("mcr-tune check: regret of a table at sizes off its grid")
+    ap.add_argument("table")
+    ap.add_argument("-n", "--ranks", type=int, default=None)
+    ap.set_defaults(message_size="4:16MiB", factor=4, iterations=40, warmup=5, max_seconds=0.6,
+                    rounds=3, calls="async", backend=None)
+    return ap
+
+
+def relaunch(argv: list[str], ranks: int | None) -> int:
+    """Start this command again under mpiexec (as root too); return its exit status."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        raise SystemExit("mcr-tune: not under a launcher and no mpiexec on PATH; install "
+                         "Open MPI (pip install 'mcr[mpi]') or start it with torchrun")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    n = ranks or (gpus if gpus >= 2 else 2)
+    root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    cmd = [mpiexec, "-n", str(n), "--oversubscribe", *root, sys.executable, "-m", "mcr.tuner",
+           *argv]
+    print("mcr-tune: " + " ".join(cmd), flush=True)
+    return subprocess.call(cmd)
+
+
+def available(device: str) -> list[str]:
+    """Backends that serve plain float32 calls on this device in this job."""
+    key = make_key("all_reduce", 2, 4, torch.float32, device)
+    return [n for n, b in get_runtime().backends.items()
+            if not isinstance(b, Unavailable) and b.decline_key(key) is None]
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Refuse bad options before anything starts, naming what was wrong."""
+    bad = [op for op in args.ops.split(",") if op not in OPS]
+    if bad:
+        raise SystemExit(f"mcr-tune: --ops {','.join(bad)}: not an op it tunes "
+                         f"({', '.join(OPS)})")
+    bad = [p for p in args.profiles.split(",") if p not in ("standalone", "overlap")]
+    if bad:
+        raise SystemExit(f"mcr-tune: --profiles {','.join(bad)}: use standalone and/or overlap")
+    cuda = args.device == "cuda" or (args.device is None and torch.cuda.is_available())
+    if "overlap" in args.profiles.split(",") and not cuda:
+        raise SystemExit("mcr-tune: --profiles overlap needs CUDA tensors (a GEMM beside the "
+                         "call); CPU tables have the standalone profile only")
+    if args.out:
+        stem = Path(args.out)
+        shipped = stem.resolve().parent == TABLES_DIR.resolve()
+        if shipped and stem.with_suffix(".yaml").exists() and not args.overwrite_shipped:
+            raise SystemExit(f"mcr-tune: {stem.with_suffix('.yaml')} is a table shipped with "
+                             f"mcr; add --overwrite-shipped to replace it, or leave out --out "
+                             f"to write to {user_tables_dir(from_env())}")
+
+
+def out_stem(args: argparse.Namespace, cls: str, n: int) -> Path:
+    """Where the table goes: --out, else the user table folder's CLASS_npN."""
+    return Path(args.out) if args.out else user_tables_dir(from_env()) / f"{cls}_np{n}"
+
+
+def tune(args: argparse.Namespace, command: str) -> None:
+    """Measure every group size and pass, write table, CSV and plots (rank 0)."""
+    from .progress import TuneRun
+    from .search import Pass, read_rows, tune_pass
+    dist.init_distributed(verbose=False)
+    ctx = make_ctx(args)
+    device, n = ctx.device, dist.get_world_size()
+    backends = args.backend.split(",") if args.backend else available(device)
+    cls = system_class(get_runtime().cfg, device == "cuda")
+    stem = out_stem(args, cls, n)
+    ops = args.ops.split(",")
+    passes = [Pass(op) for op in ops]
+    passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
+    if "overlap" in args.profiles.split(","):
+        passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in ops]
+    groups = [k for k in (2 ** i for i in range(1, n.bit_length())) if k < n] + [n]
+    partial = stem.with_name(stem.name + ".partial.csv")
+    done = [] if args.fresh or dist.get_rank() != 0 else read_rows(partial)
+    box: list[Any] = [done]
+    dist.broadcast_object_list(box, 0, backend="gloo")
+    run = TuneRun(args, stem, partial, backends, passes, groups, box[0], command, cls)
+    default = default_backend(device)
+    rows: list[dict[str, Any]] = []
+    for k in groups:
+        grp = None if k == n else dist.new_group(list(range(k)))
+        if dist.get_rank() < k:
+            gctx = make_ctx(args, grp, tuple(range(k)))
+            m = run.measurer(gctx)
+            grid = sizes(args.message_size, args.factor, k * gctx.dtype.itemsize)
+            for p in passes:
+                rows += tune_pass(m, p, grid, default, k * gctx.dtype.itemsize,
+                                  args.bisect_ratio, args.bisect_steps, run.grow)
+        dist.barrier(backend="gloo")
+    if dist.get_rank() == 0:
+        run.finish(rows, default, device, n)
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of mcr-tune and python -m mcr.tuner."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["show"]:
+        from .show import show
+        if len(argv) != 2:
+            raise SystemExit("usage: mcr-tune show TABLE")
+        print(show(argv[1]))
+        return
+    is_check = argv[:1] == ["check"]
+    args = (_check_parser() if is_check else tune_parser()).parse_args(argv[1:] if is_check
+                                                                       else argv)
+    if not is_check:
+        validate(args)
+    if not any(v in os.environ for v in LAUNCHED):
+        sys.exit(relaunch(argv, args.ranks))
+    if is_check:
+        from .check import check
+        dist.init_distributed(verbose=False)
+        args.backend = args.backend or ",".join(available(make_ctx(args).device))
+        check(args, args.backend.split(","))
+        dist.destroy_process_group()
+        return
+    tune(args, " ".join(["mcr-tune", *argv]))
+

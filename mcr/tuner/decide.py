@@ -1,0 +1,100 @@
+"""From measured rows to ordered size ranges, one backend each: the tuner's picking rules.
+
+A row is one backend at one size (mcr.measure.engine.make_row): median_us and the medians of
+its interleaved rounds. Rules, in order:
+- a challenger replaces the default only if faster by more than TIE in every round, each round
+  timing them side by side: a switch must pay for itself, and beat the noise between rounds;
+- a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
+  before it is believed (suspects);
+- where neighbouring sizes' winners differ, the size between them is measured next (gaps),
+  until the two are at most `ratio` apart: boundaries are searched, not guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+TIE = 0.03  # within 3% of the fastest, keep the default backend: a switch must pay for itself
+
+
+def _by_size(rows: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
+    """op -> size -> backend -> row; a later row for the same point replaces an earlier one."""
+    by: dict[str, dict[int, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        by[r["op"]][int(r["bytes"])][r["backend"]] = r
+    return by
+
+
+def _rounds(row: dict[str, Any]) -> list[float]:
+    text = str(row.get("round_medians_us") or "")
+    return [float(x) for x in text.split(";") if x] or [float(row["median_us"])]
+
+
+def pick(point: dict[str, dict[str, Any]], default: str) -> str:
+    """The backend for one size: the fastest, if it beat the default by more than TIE in every
+    interleaved round (each round times them side by side, so drift between rounds cannot make
+    a winner); else the default."""
+    t = {be: float(r["median_us"]) for be, r in point.items()}
+    best = min(t, key=lambda be: (t[be], be))
+    if default not in t or best == default:
+        return best
+    paired = zip(_rounds(point[default]), _rounds(point[best]))
+    return best if all(d > c * (1 + TIE) for d, c in paired) else default
+
+
+def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
+    """op -> [(bytes, chosen backend)] sorted by bytes."""
+    return {op: [(size, pick(pt, default)) for size, pt in sorted(sizes.items())]
+            for op, sizes in _by_size(rows).items()}
+
+
+def suspects(seq: list[tuple[int, str]]) -> list[int]:
+    """Sizes whose winner differs from both neighbours while those agree (interior), or from
+    its one neighbour at either end: one point's outlier must not make a rule unchecked."""
+    out = []
+    for i, (size, be) in enumerate(seq):
+        nb = [seq[j][1] for j in (i - 1, i + 1) if 0 <= j < len(seq)]
+        if len(seq) >= 3 and nb and all(b != be for b in nb) and len(set(nb)) == 1:
+            out.append(size)
+    return out
+
+
+def gaps(seq: list[tuple[int, str]], ratio: float, unit: int) -> list[tuple[int, str, str]]:
+    """Sizes to measure next, with the two winners they lie between: the geometric middle (a
+    multiple of unit) of neighbours whose winners differ and that lie more than `ratio` apart."""
+    out = []
+    for (a, ba), (b, bb) in zip(seq, seq[1:]):
+        if ba != bb and b > a * ratio:
+            mid = round(math.sqrt(a * b) / unit) * unit
+            if a < mid < b:
+                out.append((mid, ba, bb))
+    return out
+
+
+def ranges(seq: list[tuple[int, str]]) -> list[tuple[int, float, str]]:
+    """[(min, max, backend)]: size s_i's winner holds [s_i, s_i+1); first from 0, last to inf."""
+    out: list[tuple[int, float, str]] = []
+    for i, (_, be) in enumerate(seq):
+        hi = seq[i + 1][0] if i + 1 < len(seq) else float("inf")
+        if out and out[-1][2] == be:
+            out[-1] = (out[-1][0], hi, be)
+        else:
+            out.append((0 if not out else int(out[-1][1]), hi, be))
+    return out
+
+
+def regret(rows: list[dict[str, Any]], chosen: dict[tuple[str, int], str]
+           ) -> dict[str, list[tuple[int, float]]]:
+    """op -> [(bytes, time of the chosen backend / time of the fastest - 1)] for each measured
+    size: what a table's choice costs against the best library at sizes it was not tuned on."""
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for op, sizes in _by_size(rows).items():
+        for size, pt in sorted(sizes.items()):
+            be = chosen.get((op, size))
+            if be is None or be not in pt:
+                continue
+            best = min(float(r["median_us"]) for r in pt.values())
+            out[op].append((size, float(pt[be]["median_us"]) / best - 1))
+    return dict(out)

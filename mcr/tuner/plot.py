@@ -1,0 +1,61 @@
+"""One PNG per op: median time per backend against size, the chosen backend shaded per range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .decide import ranges, winners
+from .search import Pass
+from .write import of_pass
+
+COLORS = {"gloo": "tab:green", "mpi": "tab:blue", "nccl": "tab:orange", "sdma": "tab:red",
+          "symm": "tab:purple", "nccl_ce": "tab:brown", "auto": "black"}
+
+
+def plot_op(path: Path, rows: list[dict[str, Any]], op: str, passes: list[Pass],
+            groups: list[int], default: str, title: str) -> None:
+    """A grid of panels (group sizes down, the op's passes across: plain / symmetric buffers,
+    standalone / overlap); in each, lines per backend, the table's choice shaded beneath, sizes
+    past the largest measured hatched as extrapolated."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    mine = [p for p in passes if p.op == op]
+    fig, axes = plt.subplots(len(groups), len(mine), figsize=(5.2 * len(mine), 3.4 * len(groups)),
+                             squeeze=False)
+    for gi, k in enumerate(groups):
+        for pi, p in enumerate(mine):
+            ax = axes[gi][pi]
+            pts = of_pass(rows, k, p)
+            _panel(ax, pts, p, default)
+            ax.set_title(f"{k} ranks, {p.label()}", fontsize=9)
+    fig.suptitle(f"{title}: {op}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
+    if not rows:
+        ax.set_axis_off()
+        return
+    last: dict[tuple[int, str], float] = {}
+    for r in rows:
+        last[(int(r["bytes"]), r["backend"])] = float(r["median_us"])
+    for be in sorted({b for _, b in last}):
+        pts = sorted((s, t) for (s, b), t in last.items() if b == be)
+        ax.loglog(*zip(*pts), marker="o", ms=3, color=COLORS.get(be), label=be)
+    seq = winners(rows, default).get(p.op, [])
+    top = max(s for s, _ in seq)
+    lo_x = min(s for s, _ in seq)
+    for lo, hi, be in ranges(seq):
+        ax.axvspan(max(lo, lo_x), min(hi, top * 4), color=COLORS.get(be, "grey"), alpha=0.12,
+                   lw=0)
+    ax.axvspan(top, top * 4, facecolor="none", edgecolor="grey", hatch="//", lw=0,
+               label="extrapolated")
+    ax.set_xlim(lo_x / 1.5, top * 4)
+    ax.set_xlabel("bytes (full buffer)")
+    ax.set_ylabel("median us (slowest rank)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7)

@@ -1,0 +1,127 @@
+"""The tuner's measuring loop: a size grid, re-checked suspects, bisected boundaries; resumable.
+
+Every rank of a group sees the same (slowest-rank) times, so every rank makes the same choices
+of what to measure next. Rows go to a partial CSV as they are measured; a run started again with
+the same output replays them instead of measuring, so an interrupted run resumes where it
+stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcr.measure.cases import BENCHES
+from mcr.measure.engine import Ctx, Timing, make_row, measure_size, under_load
+
+from .decide import gaps, suspects, winners
+
+ROW_KEY = ("ranks", "op", "symm", "profile", "calls", "dtype", "bytes", "pass")
+_NUMERIC = {"ranks", "bytes", "iters", "batch", "graph", "rounds"}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One curve the tuner measures: an op, its output buffers, a profile."""
+
+    op: str
+    symm: str | None = None       # backend whose symmetric memory holds outputs (None: plain)
+    profile: str = "standalone"   # or "overlap": beside a GEMM, scored by the whole window
+
+    def label(self) -> str:
+        """e.g. all_gather, all_gather symmetric overlap."""
+        return " ".join([self.op, *(["symmetric"] if self.symm else []),
+                         *([self.profile] if self.profile != "standalone" else [])])
+
+
+def key_of(row: dict[str, Any]) -> tuple[str, ...]:
+    """What identifies a measured point across runs (for resuming)."""
+    return tuple(str(row.get(k, "")) for k in ROW_KEY)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a tuner CSV, numbers as numbers; [] if there is none."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k, v in r.items():
+            if k in _NUMERIC:
+                r[k] = int(float(v))
+            elif k != "round_medians_us" and (k.endswith(("_us", "_gbs"))
+                                              or k in ("spread", "vs_first")):
+                r[k] = float(v)
+    return rows
+
+
+class Measurer:
+    """Measures points of a group's passes; replays points an interrupted run already measured;
+    hands each new row to `sink` (rank 0 appends it to the partial CSV)."""
+
+    def __init__(self, ctx: Ctx, args: argparse.Namespace, backends: list[str],
+                 done: list[dict[str, Any]], sink: Callable[[list[dict[str, Any]]], None],
+                 tick: Callable[[int], None]) -> None:
+        self.ctx, self.args, self.backends = ctx, args, backends
+        self.done: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for r in done:
+            self.done.setdefault(key_of(r), []).append(r)
+        self.sink, self.tick = sink, tick
+        self.replayed = 0
+
+    def point(self, p: Pass, size: int, kind: str, backends: list[str] | None = None,
+              rounds: int | None = None) -> list[dict[str, Any]]:
+        """Rows of every backend (or those named) at one size of pass p."""
+        ctx = dataclasses.replace(self.ctx, symm=p.symm)
+        probe = {"ranks": ctx.n, "op": p.op, "symm": p.symm or "", "profile": p.profile,
+                 "calls": ctx.calls, "dtype": str(ctx.dtype)[6:], "bytes": size, "pass": kind}
+        cached = self.done.get(key_of(probe))
+        if cached:
+            self.replayed += 1
+            self.tick(1)
+            return cached
+        bes = backends or self.backends
+        case = BENCHES[p.op].setup(ctx, size)
+        if p.profile == "overlap":
+            case = under_load(ctx, case)
+        got = measure_size(ctx, case, bes, self.args, rounds or self.args.rounds)
+        timed = [b for b in bes if isinstance(got.get(b), Timing)]
+        rows = [dict(make_row(BENCHES[p.op], ctx, size, be, got[be], got[timed[0]], self.args),
+                     profile=p.profile, **{"pass": kind}) for be in timed]
+        self.sink(rows)
+        self.tick(1)
+        return rows
+
+
+def tune_pass(m: Measurer, p: Pass, grid: list[int], default: str, unit: int,
+              ratio: float, max_steps: int, grow: Callable[[int], None]) -> list[dict[str, Any]]:
+    """All rows of one pass: the grid, then suspects re-checked with twice the rounds, then
+    boundaries bisected until neighbours with different winners are within `ratio`."""
+    rows: list[dict[str, Any]] = []
+    for size in grid:
+        rows += m.point(p, size, "grid")
+    checked: set[int] = set()
+
+    def recheck() -> None:
+        nonlocal rows
+        todo = [s for s in suspects(winners(rows, default).get(p.op, [])) if s not in checked]
+        grow(len(todo))
+        for s in todo:
+            checked.add(s)
+            rows += m.point(p, s, "recheck", rounds=2 * m.args.rounds)
+
+    recheck()
+    for _ in range(max_steps):
+        todo = gaps(winners(rows, default).get(p.op, []), ratio, unit)
+        if not todo:
+            break
+        grow(len(todo))
+        for size, a, b in todo:
+            rows += m.point(p, size, "bisect", sorted({a, b, default} & set(m.backends)))
+        recheck()
+    return rows

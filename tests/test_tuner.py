@@ -1,0 +1,113 @@
+"""mcr-tune end to end on CPU with real Gloo and Open MPI: tables it writes load and say what it
+measured, sub-groups get rules, an interrupted run resumes, `check` and `show` work, bad
+options are refused before anything starts."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import ROOT, _env
+
+from mcr.backends import KNOWN
+from mcr.ops import make_key
+from mcr.tables import TableSet, load_table
+from mcr.tuner.decide import winners
+from mcr.tuner.search import read_rows
+
+TUNE = [sys.executable, "-m", "mcr.tuner"]
+QUICK = ["-m", "4:4KiB", "-i", "5", "-x", "2", "--rounds", "2", "--max-seconds", "0.2"]
+
+
+def _tune(*args: str, timeout: float = 300, check: bool = True, env: dict | None = None):
+    # No launcher variables and no OMPI_ALLOW_RUN_AS_ROOT: mcr-tune starts mpiexec itself.
+    e = _env(env)
+    for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+        e.pop(k, None)
+    p = subprocess.run([*TUNE, *args], env=e, capture_output=True, text=True, timeout=timeout,
+                       cwd=ROOT)
+    if check and p.returncode != 0:
+        pytest.fail(f"mcr-tune {' '.join(args)} exited {p.returncode}:\n{p.stdout[-3000:]}"
+                    f"\n{p.stderr[-3000:]}")
+    return p
+
+
+def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
+    stem = tmp_path / "cpu_np4"
+    p = _tune("-n", "4", "--out", str(stem), *QUICK)
+    assert "0 size(s) replayed" in p.stdout
+    table = load_table(stem.with_suffix(".yaml"), KNOWN)
+    ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}
+    assert {(g, op) for g, op in table.rules} == {(g, op) for g in (2, 4) for op in ops}
+    assert table.ranks == 4 and table.provenance["measured_bytes"] == [8, "4KiB"]
+    rows = read_rows(stem.with_suffix(".csv"))
+    assert {r["backend"] for r in rows} == {"gloo", "mpi"}
+    ts = TableSet([table])
+    for k in (2, 4):
+        chosen = winners([r for r in rows if r["ranks"] == k], "gloo")
+        for op, seq in chosen.items():
+            for size, be in seq:   # the written ranges say what the rows decided, size by size
+                key = make_key(op, k, size, torch.float32, "cpu")
+                assert ts.lookup(key)[0] == be, (k, op, size)
+    for op in ops:
+        assert (tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000
+    assert not (tmp_path / "cpu_np4.partial.csv").exists()
+    shown = _tune("show", str(stem.with_suffix(".yaml"))).stdout
+    assert "group of 2:" in shown and "group of 4:" in shown and "extrapolated" in shown
+
+
+def test_interrupted_run_resumes_from_its_rows(tmp_path):
+    stem = tmp_path / "t"
+    partial = tmp_path / "t.partial.csv"
+    args = ["-n", "2", "--out", str(stem), "-m", "4:256KiB", "-i", "10", "--rounds", "2",
+            "--max-seconds", "0.3"]
+    e = _env(None)
+    proc = subprocess.Popen([*TUNE, *args], env=e, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not partial.exists() or
+                                      len(partial.read_text().splitlines()) < 12):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open(partial, newline="") as f:
+        before = list(csv.DictReader(f))
+    assert before, "the run wrote no partial rows before it was stopped"
+    p = _tune(*args)
+    assert "resuming:" in p.stdout
+    replayed = int(p.stdout.split(" size(s) replayed")[0].rsplit(" ", 1)[-1])
+    assert replayed >= len(before) // 2 - 1     # two backends per size; the last may be cut
+    with open(stem.with_suffix(".csv"), newline="") as f:
+        after = list(csv.DictReader(f))
+    kept = [r for r in before if r in after]
+    assert len(kept) >= len(before) - 2
+    load_table(stem.with_suffix(".yaml"), KNOWN)
+
+
+def test_check_reports_regret_per_op(tmp_path):
+    stem = tmp_path / "c"
+    _tune("-n", "2", "--out", str(stem), "--ops", "all_reduce,all_gather", *QUICK)
+    out = _tune("check", str(stem.with_suffix(".yaml")), "-n", "2", *QUICK).stdout
+    lines = [ln.split() for ln in out.splitlines() if ln.startswith("  all_")]
+    assert {ln[0] for ln in lines} == {"all_reduce", "all_gather"}
+    for ln in lines:
+        assert int(ln[1]) >= 3 and float(ln[2].rstrip("%")) >= 0 and float(ln[3].rstrip("%")) >= 0
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--ops", "all_reduce,allreduce"], "--ops allreduce: not an op it tunes"),
+    (["--profiles", "overlap", "-d", "cpu"], "--profiles overlap needs CUDA tensors"),
+    (["--out", "mcr/tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
+    (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+])
+def test_bad_options_are_refused_before_starting(args, says):
+    p = _tune(*args, check=False, timeout=60)
+    assert p.returncode != 0 and says in p.stdout + p.stderr
+    assert "mpiexec" not in p.stdout
