@@ -1,0 +1,203 @@
+"""The dispatch path shared by every call: from a call's arguments to its library (cached after
+the first call of a kind) and back (Work, copy-backs); profiles and forced backends."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+from torch.distributed import ReduceOp
+
+from . import checks, runtime
+from . import ops as O
+from .backends import STREAM, Backend
+from .backends import canonical as backends_canonical
+from .errors import MismatchError
+from .groups import Group
+from .session import (
+    group_of,
+)
+from .work import ON_COMPLETE, Work
+
+UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
+
+PROFILE: list[str] = []
+
+
+@contextlib.contextmanager
+def profile(name: str) -> Iterator[None]:
+    """Use the table rules of profile `name` (standalone | overlap) inside the block."""
+    from .tables import PROFILES
+    if name not in PROFILES:
+        raise ValueError(f"profile {name!r} is not one of {list(PROFILES)}")
+    PROFILE.append(name)
+    try:
+        yield
+    finally:
+        PROFILE.pop()
+
+
+def force_backend(name: str | None) -> None:
+    """From now on send every call to backend `name` where it can serve it (as MCR_BACKEND does
+    at init: calls it declines fall back); None goes back to MCR_BACKEND and the tables. Every
+    rank must call it at the same point: it checks that all ranks name the same backend."""
+    rt = runtime.get()
+    want = backends_canonical(name) if name else rt.cfg.backend
+    every: list[Any] = [None] * rt.world.size
+    tdist.all_gather_object(every, want, group=rt.world.handles["gloo"])
+    if len(set(every)) > 1:
+        raise MismatchError(f"force_backend: ranks named different backends: "
+                            f"{dict(enumerate(every))}")
+    rt.dispatcher.set_env_backend(want)
+    rt.fast.clear()
+
+
+
+# -- the dispatch path ------------------------------------------------------------------------
+# A call's decision depends on (op, group, bytes, dtype, device, reduce op, profile, forced
+# backend, buffer kind). After the first call with those values it is one dict lookup on a
+# plain tuple of them (runtime.fast); the first goes through the dispatcher, which builds the
+# CallKey, and MCR_CHECK sends every call that way.
+
+def nbytes_of(t: torch.Tensor) -> int:
+    """The tensor's bytes."""
+    return t.nbytes
+
+
+def buffer_of(t: torch.Tensor) -> tuple[str, int]:
+    """("symmetric", byte offset in its allocation) if t lies in memory from symmetric_empty,
+    else ("plain", -1)."""
+    spans = runtime._RT[0].symmetric
+    hit = spans.find(t) if spans and t.is_cuda else None
+    return ("symmetric", hit[1]) if hit else ("plain", -1)
+
+
+def device_of(t: torch.Tensor | None) -> str:
+    """The table's device name for t: cpu or cuda (cpu for calls with no tensor)."""
+    # is_cuda first: t.device builds a torch.device object, a microsecond per call.
+    return "cpu" if t is None else "cuda" if t.is_cuda else "cpu" if t.is_cpu else t.device.type
+
+
+def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
+           forced: str | None, buffer: str = "plain", root: int = -1,
+           offset: int = -1) -> Backend:
+    """The backend for this call (counted: calls and bytes per op and library)."""
+    rt = runtime._RT[0]
+    prof = PROFILE[-1] if PROFILE else rt.cfg.profile
+    # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
+    # decides alike, whatever its factor.
+    rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
+    graph = rt.cuda and _capturing()
+    fk = (op, g.id, nbytes, None if t is None else t.dtype,
+          0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
+          rk, prof, forced, buffer, graph, root)
+    hit = rt.fast.get(fk)
+    if hit is None or rt.cfg.check:
+        new = hit is None
+        key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
+                         prof, buffer, graph)
+        hit = rt.dispatcher.entry(key, g, forced)
+        if rt.cfg.check:
+            checks.across_ranks(key, g, root, hit[0].name, offset)
+        elif new and op != O.P2P and g.size > 1:
+            rt.signature_check(key, g, root, hit[0].name)   # a new kind of call: compare
+        if len(rt.fast) >= 1 << 16:
+            rt.fast.clear()
+        rt.fast[fk] = hit
+    n = hit[1]
+    n[0] += 1
+    if nbytes > 0:
+        n[1] += nbytes
+    return hit[0]
+
+
+# Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+    torch.cuda.is_current_stream_capturing
+
+
+def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
+                  group: Any = None, redop: Any = None, buffer: str = "plain") -> str:
+    """The library mcr would choose for such a call (nbytes as nccl-tests counts them: the
+    full buffer); no call is made and nothing is counted. Raises BackendUnavailable if none
+    can serve it."""
+    rt = runtime.get()
+    g = group_of(group, "which_backend")
+    key = O.make_key(op, g.size, nbytes, dtype, device, None if redop is None else
+                     redop_of(redop, "which_backend"), PROFILE[-1] if PROFILE else rt.cfg.profile,
+                     buffer)
+    return rt.dispatcher.entry(key, g)[0].name
+
+
+def redop_of(op: Any, what: str) -> Any:
+    """torch's ReduceOp for op (DeepSpeed's enum and names accepted); CallError naming `what`."""
+    return op if id(op) in _TORCH_REDOP_IDS else O.as_redop(op, what)
+
+
+_TORCH_REDOP_IDS = frozenset(id(op) for op in O.REDOP_NAMES)   # torch's enum values are singletons
+_REDUCE_OP_OBJ = ReduceOp            # type of a ReduceOp object, e.g. PREMUL_SUM(factor)
+SUM = ReduceOp.SUM
+
+
+def reduction(b: Backend, t: torch.Tensor, op: Any, inplace: bool) -> tuple[torch.Tensor, Any]:
+    """(tensor, op) for b: ReduceOp.PREMUL_SUM(f) becomes f * t and SUM where b has no premul
+    (a copy unless the call overwrites t anyway)."""
+    if op is SUM or b.native_premul or not O.is_premul(op):
+        return t, op
+    f = O.premul_factor(op)
+    return (t.mul_(f) if inplace else t * f), SUM
+
+
+def may_sync(async_op: bool) -> bool:
+    """Whether the backend may finish the call as synchronous (no Work): not when the caller
+    wants a handle, nor when per-call timing needs one."""
+    return not async_op and not ON_COMPLETE
+
+
+def finish(w: Any, after: list[Callable[[], None]] | None, async_op: bool, b: Backend) -> Any:
+    """Hand the caller its Work (async_op), or complete the call; copy-backs run after the
+    library is done (now, if the backend already completed a synchronous call). w is mcr's
+    Work, torch's own (a torch-backed call with nothing to do after it) or None (done)."""
+    if after:
+        if w is None:
+            for fn in after:
+                fn()
+        elif type(w) is Work:
+            w._after = (w._after or []) + after
+        else:
+            w = Work("call", b.name, 0, 0, torch_work=w, stream_ordered=b.domain == STREAM,
+                     after=after)
+    if async_op:
+        return w
+    if w is not None:
+        if type(w) is Work:
+            w.wait_issued()
+        else:
+            w.wait()
+    return None
+
+
+def writable(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]] | None]:
+    """A contiguous tensor to write into, and the copy-back into t if t was not contiguous."""
+    if t.is_contiguous():
+        return t, None
+    c = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return c, [lambda: t.copy_(c)]
+
+
+def readwrite(t: torch.Tensor) -> tuple[torch.Tensor, list[Callable[[], None]] | None]:
+    """Like writable, for a tensor that is read as well."""
+    if t.is_contiguous():
+        return t, None
+    c = t.contiguous()
+    return c, [lambda: t.copy_(c)]
+
+
+def rooted(what: str, tensor: Any, group: Any, rank: int, role: str
+            ) -> tuple[torch.Tensor, Group, int]:
+    """Checked (tensor, group, root's group rank) of a rooted call (src/dst is a global rank)."""
+    g = group_of(group, what)
+    return checks.tensor(tensor, what), g, g.group_rank(rank, f"{what} {role}")
