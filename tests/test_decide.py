@@ -60,6 +60,8 @@ def test_suspects_are_single_size_flips_only():
 
 def test_gaps_are_geometric_middles_between_different_winners():
     assert gaps([(4, "a"), (64, "a"), (1024, "b")], 1.5, 4) == [(256, "a", "b")]
+    assert gaps([(16 << 20, "a"), (64 << 20, "b")], 1.5, 2) == [(32 << 20, "a", "b")]
+    assert gaps([(2048, "a"), (4096, "b")], 1.5, 4) == [(3072, "a", "b")]    # round, readable
     assert gaps([(4, "a"), (8, "b")], 1.5, 4) == []              # nothing between at unit 4
     assert gaps([(100, "a"), (140, "b")], 1.5, 4) == []          # close enough already
 
@@ -102,7 +104,7 @@ def test_search_bisects_the_crossover_and_rechecks_an_outlier():
     lo_gloo = got[1][0]
     below = max(s for s, be in seq if be == "mpi")
     assert below < 3000 <= lo_gloo and lo_gloo / below <= 1.5       # boundary within the ratio
-    assert [s for s, k in m.asked if k == "bisect"] == [2048, 2896]   # 1024|4096, then 2048|4096
+    assert [s for s, k in m.asked if k == "bisect"] == [2048, 3072]   # 1024|4096, then 2048|4096
 
 
 def test_search_replays_nothing_new_when_grid_is_monotone():

@@ -62,12 +62,16 @@ def suspects(seq: list[tuple[int, str]]) -> list[int]:
 
 
 def gaps(seq: list[tuple[int, str]], ratio: float, unit: int) -> list[tuple[int, str, str]]:
-    """Sizes to measure next, with the two winners they lie between: the geometric middle (a
-    multiple of unit) of neighbours whose winners differ and that lie more than `ratio` apart."""
+    """Sizes to measure next, with the two winners they lie between: about the geometric middle
+    of neighbours whose winners differ and that lie more than `ratio` apart, rounded to a
+    multiple of unit times a power of two near a quarter of it (so boundaries read 48MiB, not
+    47453132)."""
     out = []
     for (a, ba), (b, bb) in zip(seq, seq[1:]):
         if ba != bb and b > a * ratio:
-            mid = round(math.sqrt(a * b) / unit) * unit
+            geo = math.sqrt(a * b)
+            q = unit * 2 ** max(0, math.floor(math.log2(max(geo / 4 / unit, 1))))
+            mid = round(geo / q) * q
             if a < mid < b:
                 out.append((mid, ba, bb))
     return out
