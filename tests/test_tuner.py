@@ -60,6 +60,10 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
     assert not (tmp_path / "cpu_np4.partial.csv").exists()
     shown = _tune("show", str(stem.with_suffix(".yaml"))).stdout
     assert "group of 2:" in shown and "group of 4:" in shown and "extrapolated" in shown
+    for op in ops:
+        (tmp_path / f"cpu_np4_{op}.png").unlink()
+    _tune("plot", str(stem))                           # redrawn from the CSV alone
+    assert all((tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000 for op in ops)
 
 
 def test_interrupted_run_resumes_from_its_rows(tmp_path):

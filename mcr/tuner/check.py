@@ -18,9 +18,11 @@ from .search import Measurer, Pass
 
 def off_grid(spec: str, factor: int, unit: int) -> list[int]:
     """Sizes between the tuning grid's points: each grid size times factor ** 0.5, rounded to
-    a multiple of unit (the grid's own sizes are what the table was fitted to)."""
-    out = {round(s * factor ** 0.5 / unit) * unit for s in sizes(spec, factor, unit)}
-    return sorted(s for s in out if s > 0)
+    a multiple of unit (the grid's own sizes are what the table was fitted to), up to the
+    grid's largest size."""
+    grid = sizes(spec, factor, unit)
+    out = {round(s * factor ** 0.5 / unit) * unit for s in grid}
+    return sorted(s for s in out if 0 < s < grid[-1])
 
 
 def check(args: argparse.Namespace, backends: list[str]) -> list[dict[str, Any]]:

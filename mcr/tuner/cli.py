@@ -2,6 +2,7 @@
 
   mcr-tune [-n RANKS] [options]   measure, then write TABLE.yaml, .csv and one PNG per op
   mcr-tune show TABLE             print a table as size ranges
+  mcr-tune plot STEM              redraw STEM_OP.png from STEM.csv
   mcr-tune check TABLE [options]  measure off the tuning grid, print each op's regret
 
 Started outside a launcher, it starts itself under mpiexec with RANKS ranks (default: every GPU,
@@ -164,6 +165,12 @@ def main(argv: list[str] | None = None) -> None:
         if len(argv) != 2:
             raise SystemExit("usage: mcr-tune show TABLE")
         print(show(argv[1]))
+        return
+    if argv[:1] == ["plot"]:
+        from .plot import plot_csv
+        if len(argv) != 2:
+            raise SystemExit("usage: mcr-tune plot STEM   (reads STEM.csv, writes STEM_OP.png)")
+        print("mcr-tune: wrote " + ", ".join(str(p) for p in plot_csv(Path(argv[1]))))
         return
     is_check = argv[:1] == ["check"]
     args = (_check_parser() if is_check else tune_parser()).parse_args(argv[1:] if is_check

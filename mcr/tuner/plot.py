@@ -36,6 +36,27 @@ def plot_op(path: Path, rows: list[dict[str, Any]], op: str, passes: list[Pass],
     plt.close(fig)
 
 
+def plot_csv(stem: Path) -> list[Path]:
+    """Redraw STEM_OP.png from STEM.csv (rows of mcr-tune), without measuring."""
+    from mcr.backends import default_backend
+
+    from .search import read_rows
+    rows = read_rows(stem.with_suffix(".csv"))
+    if not rows:
+        raise SystemExit(f"mcr-tune plot: {stem.with_suffix('.csv')}: no rows")
+    passes = list(dict.fromkeys(Pass(r["op"], r["symm"] or None, r.get("profile") or "standalone")
+                                for r in rows))
+    groups = sorted({int(r["ranks"]) for r in rows})
+    default = default_backend(rows[0]["device"])
+    out = []
+    for op in dict.fromkeys(p.op for p in passes):
+        out.append(stem.with_name(f"{stem.name}_{op}.png"))
+        r = rows[0]
+        plot_op(out[-1], rows, op, passes, groups, default,
+                f"{stem.name}: {r['device']} {r['dtype']}, {r.get('calls', 'sync')} calls")
+    return out
+
+
 def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     if not rows:
         ax.set_axis_off()
@@ -50,12 +71,14 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     top = max(s for s, _ in seq)
     lo_x = min(s for s, _ in seq)
     for lo, hi, be in ranges(seq):
-        ax.axvspan(max(lo, lo_x), min(hi, top * 4), color=COLORS.get(be, "grey"), alpha=0.12,
-                   lw=0)
+        a, b = max(lo, lo_x), min(hi, top * 4)
+        ax.axvspan(a, b, color=COLORS.get(be, "grey"), alpha=0.12, lw=0)
+        ax.text((a * b) ** 0.5, 0.97, f"chosen: {be}", transform=ax.get_xaxis_transform(),
+                ha="center", va="top", fontsize=7, color=COLORS.get(be, "grey"))
     ax.axvspan(top, top * 4, facecolor="none", edgecolor="grey", hatch="//", lw=0,
                label="extrapolated")
     ax.set_xlim(lo_x / 1.5, top * 4)
     ax.set_xlabel("bytes (full buffer)")
     ax.set_ylabel("median us (slowest rank)")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower right")

@@ -15,6 +15,7 @@ import mcr
 import mcr.comm as dist
 from mcr.config import from_env, user_tables_dir
 from mcr.measure.engine import Ctx, append_csv, sizes
+from mcr.runtime import TABLES_DIR
 
 from .plot import plot_op
 from .search import Measurer, Pass
@@ -105,8 +106,9 @@ class TuneRun:
             plot_op(png, rows, op, self.passes, self.groups, default, title)
             pngs.append(png.name)
         self.partial.unlink(missing_ok=True)
-        user = self.stem.resolve().parent == user_tables_dir(from_env()).resolve()
-        use = "mcr uses it from the next start" if user else \
+        where = self.stem.resolve().parent
+        use = "mcr uses it from the next start" if where in (
+            user_tables_dir(from_env()).resolve(), TABLES_DIR.resolve()) else \
             f"use it with MCR_TUNING_TABLE={yaml_path}"
         extra = {k: len({(r["op"], r["ranks"], r["bytes"]) for r in rows if r["pass"] == k})
                  for k in ("recheck", "bisect")}
