@@ -356,3 +356,20 @@ def test_a_normal_table_loads_in_milliseconds():
     for f in sorted(TABLES_DIR.glob("*.yaml")):
         load_table(f, KNOWN)
     assert time.monotonic() - t0 < 0.5
+
+
+def test_user_folder_is_read_before_the_shipped_tables(tmp_path):
+    """A job finds the shipped table (mpi on this machine's class), and a table in
+    MCR_USER_TABLES shadows it op by op; MCR_TUNING_TABLE alone replaces both."""
+    from conftest import run_mpi
+    out = run_mpi(2, "tables_worker.py", env={"MCR_USER_TABLES": str(tmp_path / "none")})
+    assert out.count("all_reduce 64 -> mpi") == 2 and "mcr/tuning_tables/cpu_np2.yaml" in out
+    rule = "  2:\n    all_reduce:\n      - {max: 1KiB, backend: gloo}\n"
+    (tmp_path / "mine.yaml").write_text(HEAD.replace("class: test", "class: cpu") + rule)
+    out = run_mpi(2, "tables_worker.py", env={"MCR_USER_TABLES": str(tmp_path)})
+    assert out.count("all_reduce 64 -> gloo") == 2, out[-2000:]
+    # the whole op comes from the user's table (1 MiB: in no range of it, so the default),
+    # other ops still from the shipped one
+    assert out.count("all_reduce 1048576 -> gloo") == 2 and out.count("all_gather 64 -> mpi") == 2
+    out = run_mpi(2, "tables_worker.py", env={"MCR_TUNING_TABLE": str(tmp_path / "mine.yaml")})
+    assert out.count("all_gather 64 -> gloo") == 2 and "tuning_tables" not in out
