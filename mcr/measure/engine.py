@@ -1,7 +1,7 @@
 """mcr's measurement engine: sizes, warm-up, interleaved timing of backends, checking, output.
 
-The tuner, the OSU benchmarks (benchmarks/osu_*.py) and the training-step benchmark measure
-through it. A Bench states only what differs per op (buffers for a size, the call, the check;
+The tuner (mcr.tuner) and the OSU benchmarks (benchmarks/osu_*.py) measure through it. A
+Bench states only what differs per op (buffers for a size, the call, the check;
 mcr.measure.cases), as nccl-tests does. Sizes are full-buffer bytes (all-gather output,
 reduce-scatter input), so busbw uses the nccl-tests factors. Run under mpirun/mpiexec or torchrun.
 """
@@ -47,7 +47,8 @@ class Ctx:
     def out_buffer(self, numel: int) -> torch.Tensor:
         """An output buffer: symmetric memory of ctx.symm (zero-copy), else plain."""
         if self.symm:
-            return dist.symmetric_empty(numel, dtype=self.dtype, backend=self.symm)
+            return dist.symmetric_empty(numel, dtype=self.dtype, group=self.group,
+                                        backend=self.symm)
         return torch.empty(numel, dtype=self.dtype, device=self.device)
 
 
@@ -66,7 +67,6 @@ class Bench:
     op: str
     setup: Callable[[Ctx, int], Case]
     title: str = ""
-
 
 
 def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:
@@ -113,7 +113,8 @@ def parser(title: str) -> argparse.ArgumentParser:
                     help="how each call is made: sync, or async_op=True then wait()")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure the backends of a size in this many interleaved rounds (A B, "
-                         "B A, ...), each with a share of the iterations and time; the 'x first'"
+                         "B A, ...), each with up to -i samples and a share of --max-seconds; "
+                         "the 'x first'"
                          " column is the median over rounds of the first backend's median time "
                          "over this one's (> 1: faster than the first)")
     return ap
@@ -221,9 +222,9 @@ class Timing:
 
 def measure_size(ctx: Ctx, case: Case, backends: list[str], args: argparse.Namespace,
                  rounds: int) -> dict[str, Timing | str]:
-    """Each backend at one size, in `rounds` interleaved rounds (A B, B A, ...) each with a share
-    of the iterations and time, so drift on a shared machine hits all alike. A str value says
-    why that backend declined."""
+    """Each backend at one size, in `rounds` interleaved rounds (A B, B A, ...), each round with
+    up to --iterations samples and a 1/rounds share of --max-seconds, so drift on a shared
+    machine hits all alike. A str value says why that backend declined."""
     out: dict[str, Timing | str] = {}
     for k in range(rounds):
         for be in backends[k % len(backends):] + backends[:k % len(backends)]:

@@ -26,6 +26,7 @@ import torch
 import mcr.comm as dist
 from mcr.backends import Unavailable, default_backend
 from mcr.config import from_env, user_tables_dir
+from mcr.errors import TableError
 from mcr.measure.engine import make_ctx, parser, sizes
 from mcr.ops import BUFFER_KEYED, make_key
 from mcr.runtime import TABLES_DIR, system_class
@@ -164,7 +165,10 @@ def main(argv: list[str] | None = None) -> None:
         from .show import show
         if len(argv) != 2:
             raise SystemExit("usage: mcr-tune show TABLE")
-        print(show(argv[1]))
+        try:
+            print(show(argv[1]))
+        except TableError as e:
+            raise SystemExit(f"mcr-tune show: {e}") from None
         return
     if argv[:1] == ["plot"]:
         from .plot import plot_csv

@@ -91,6 +91,9 @@ class Measurer:
             case = under_load(ctx, case)
         got = measure_size(ctx, case, bes, self.args, rounds or self.args.rounds)
         timed = [b for b in bes if isinstance(got.get(b), Timing)]
+        if not timed:   # every backend declined this size: no rule can come from it
+            self.tick(1)
+            return []
         rows = [dict(make_row(BENCHES[p.op], ctx, size, be, got[be], got[timed[0]], self.args),
                      profile=p.profile, **{"pass": kind}) for be in timed]
         self.sink(rows)
