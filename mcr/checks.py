@@ -117,13 +117,8 @@ _REDOP_OF = {i: name for name, i in _REDOP_CODES.items()}
 def _decode(f: list[int]) -> str:
     """A rank's row of MCR_CHECK fields, as a person reads it."""
     op, nbytes, dt, red, root, be, off = f
-    dtype = _DTYPE_OF.get(dt)
-    what = O.OPS[op] + (f" {_REDOP_OF[red]}" if red in _REDOP_OF else "")
-    if dtype is not None and nbytes >= 0:
-        what += f" of {nbytes // dtype.itemsize} x {O.dtype_name(dtype)} ({nbytes} B)"
-    what += f", root {root}" if root >= 0 else ""
-    what += f", symmetric offset {off}" if off >= 0 else ""
-    return f"{what} -> {sorted(backends_mod.NAMES)[be]}"
+    return describe(O.OPS[op], _REDOP_OF.get(red, ""), _DTYPE_OF.get(dt), nbytes, root,
+                    sorted(backends_mod.NAMES)[be], off)
 
 
 class SignatureCheck:
@@ -165,15 +160,20 @@ class SignatureCheck:
 
 
 def _signature(key: CallKey, root: int, backend: str) -> str:
-    """`all_reduce sum of 1000 x float32 (4000 B) -> gloo`, as the mismatch error shows it."""
-    what = key.op
-    if key.redop is not None:
-        what += f" {O.redop_name(key.redop)}"
-    if key.dtype is not None and key.nbytes >= 0:
-        n = key.nbytes // max(1, key.dtype.itemsize)
-        what += f" of {n} x {O.dtype_name(key.dtype)} ({key.nbytes} B)"
-    elif key.dtype is not None:
-        what += f" of {O.dtype_name(key.dtype)} (uneven sizes)"
-    if root >= 0:
-        what += f", root {root}"
+    """The always-on check's view of a call: describe() of its key."""
+    redop = O.redop_name(key.redop) if key.redop is not None else ""
+    return describe(key.op, redop, key.dtype, key.nbytes, root, backend)
+
+
+def describe(op: str, redop: str, dtype: torch.dtype | None, nbytes: int, root: int,
+             backend: str, offset: int = -1) -> str:
+    """`all_reduce sum of 1000 x float32 (4000 B) -> gloo`: a call as both checks' mismatch
+    errors show it (root and symmetric-output offset where there are any)."""
+    what = op + (f" {redop}" if redop else "")
+    if dtype is not None and nbytes >= 0:
+        what += f" of {nbytes // max(1, dtype.itemsize)} x {O.dtype_name(dtype)} ({nbytes} B)"
+    elif dtype is not None:
+        what += f" of {O.dtype_name(dtype)} (uneven sizes)"
+    what += f", root {root}" if root >= 0 else ""
+    what += f", symmetric offset {offset}" if offset >= 0 else ""
     return f"{what} -> {backend}"

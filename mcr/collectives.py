@@ -27,9 +27,7 @@ from .route import (
     rooted,
     writable,
 )
-from .session import (
-    group_of,
-)
+from .session import group_of
 from .work import ON_COMPLETE, Work
 
 # -- collectives ------------------------------------------------------------------------------

@@ -7,11 +7,7 @@ from typing import Any
 
 from . import report, runtime
 from .errors import CallError
-from .session import (
-    group_rank,
-    group_ranks,
-    group_size,
-)
+from .session import group_rank, group_ranks, group_size
 
 # -- rank queries (answer from what is known; never bind a library) --------------------------
 
@@ -78,7 +74,6 @@ def initialize_mesh_device(mesh_shape: tuple[int, ...], mesh_dim_names: tuple[st
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh("cuda" if runtime.get().cuda else "cpu", tuple(mesh_shape),
                             mesh_dim_names=tuple(mesh_dim_names))
-
 
 
 def configure(deepspeed_config: Any = None, enabled: bool | None = None,

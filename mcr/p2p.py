@@ -19,10 +19,7 @@ from .route import (
     pick,
     writable,
 )
-from .session import (
-    group_of,
-    group_ranks,
-)
+from .session import group_of, group_ranks
 from .work import Work
 
 # -- point to point ---------------------------------------------------------------------------

@@ -17,9 +17,7 @@ from .backends import STREAM, Backend
 from .backends import canonical as backends_canonical
 from .errors import MismatchError
 from .groups import Group
-from .session import (
-    group_of,
-)
+from .session import group_of
 from .work import ON_COMPLETE, Work
 
 UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
@@ -53,7 +51,6 @@ def force_backend(name: str | None) -> None:
                             f"{dict(enumerate(every))}")
     rt.dispatcher.set_env_backend(want)
     rt.fast.clear()
-
 
 
 # -- the dispatch path ------------------------------------------------------------------------

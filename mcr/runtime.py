@@ -94,19 +94,23 @@ def tune_command(cfg: Config, cuda: bool, n: int) -> str:
     return f"mcr-tune -n {n}"
 
 
-def decision_inputs(tables: TableSet, cfg: Config, cuda: bool) -> dict[str, Any]:
-    """Everything a rank's decisions depend on besides the call: the rules of its tables, the
-    knobs that steer decisions, the library versions."""
+def library_versions(cuda: bool) -> dict[str, str]:
+    """Versions of mcr, torch, NCCL (with CUDA) and the MPI library (once mpi4py is loaded):
+    what init compares across ranks and the tuner records in a table."""
     import mcr
-    out: dict[str, Any] = {"tuning rules": tables.fingerprint(), "mcr": mcr.__version__,
-                           "torch": torch.__version__}
-    out.update(cfg.agreeing())
+    out = {"mcr": mcr.__version__, "torch": str(torch.__version__)}
     if cuda:
         out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None:
-        out["MPI library"] = mpi.Get_library_version().splitlines()[0].strip()
+        out["mpi"] = mpi.Get_library_version().splitlines()[0].strip()
     return out
+
+
+def decision_inputs(tables: TableSet, cfg: Config, cuda: bool) -> dict[str, Any]:
+    """Everything a rank's decisions depend on besides the call: the rules of its tables, the
+    knobs that steer decisions, the library versions."""
+    return {"tuning rules": tables.fingerprint(), **cfg.agreeing(), **library_versions(cuda)}
 
 
 def check_agreement(world: Group, tables: TableSet, cfg: Config, cuda: bool) -> None:

@@ -110,6 +110,8 @@ def test_check_reports_regret_per_op(tmp_path):
     (["--out", "mcr/tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
     (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["-c"], "-c/--validate is for the OSU benchmarks"),
+    (["check", "t.yaml", "--csv", "x.csv"], "mcr-tune check: --csv is for the OSU benchmarks"),
 ])
 def test_bad_options_are_refused_before_starting(args, says):
     p = _tune(*args, check=False, timeout=60)

@@ -25,7 +25,7 @@ def off_grid(spec: str, factor: int, unit: int) -> list[int]:
     return sorted(s for s in out if 0 < s < grid[-1])
 
 
-def check(args: argparse.Namespace, backends: list[str]) -> list[dict[str, Any]]:
+def check(args: argparse.Namespace, backends: list[str]) -> None:
     """Measure every pass of the table's group of this job's size; print regret per op."""
     table = load_table(args.table, KNOWN)
     ts = TableSet([table])
@@ -39,9 +39,10 @@ def check(args: argparse.Namespace, backends: list[str]) -> list[dict[str, Any]]
     m = Measurer(ctx, args, backends, [], lambda rows: None, lambda i: None)
     rows: list[dict[str, Any]] = []
     chosen: dict[tuple[str, int], str] = {}
+    between = off_grid(args.message_size, args.factor, k * ctx.dtype.itemsize)
     for p in passes:
         pts = []
-        for size in off_grid(args.message_size, args.factor, k * ctx.dtype.itemsize):
+        for size in between:
             key = make_key(p.op, k, size, ctx.dtype, ctx.device, profile=p.profile,
                            buffer="symmetric" if p.symm else "plain")
             hit = ts.lookup(key)
@@ -60,4 +61,3 @@ def check(args: argparse.Namespace, backends: list[str]) -> list[dict[str, Any]]
             worst = max(pts, key=lambda x: x[1])
             print(f"  {op:<28} {len(rs):>5} {statistics.median(rs):>8.1%} {worst[1]:>8.1%}  "
                   f"{worst[0]} B ({chosen[(op, worst[0])]})", flush=True)
-    return [dict(r, chosen=chosen.get((r["op"], int(r["bytes"])), "")) for r in rows]

@@ -34,6 +34,9 @@ from mcr.runtime import get as get_runtime
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 LAUNCHED = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE")
+# The tuner's defaults of the shared measuring options (tune and check measure alike).
+DEFAULTS = {"message_size": "4:16MiB", "factor": 4, "iterations": 40, "warmup": 5,
+            "max_seconds": 0.6, "rounds": 3, "calls": "async", "backend": None}
 
 
 def tune_parser() -> argparse.ArgumentParser:
@@ -57,8 +60,7 @@ def tune_parser() -> argparse.ArgumentParser:
                          "close (size ratio)")
     ap.add_argument("--bisect-steps", type=int, default=3)
     ap.add_argument("--interconnect", default="shared memory / loopback")
-    ap.set_defaults(message_size="4:16MiB", factor=4, iterations=40, warmup=5, max_seconds=0.6,
-                    rounds=3, calls="async", backend=None)
+    ap.set_defaults(**DEFAULTS)
     return ap
 
 
@@ -66,8 +68,7 @@ def _check_parser() -> argparse.ArgumentParser:
     ap = parser("mcr-tune check: regret of a table at sizes off its grid")
     ap.add_argument("table")
     ap.add_argument("-n", "--ranks", type=int, default=None)
-    ap.set_defaults(message_size="4:16MiB", factor=4, iterations=40, warmup=5, max_seconds=0.6,
-                    rounds=3, calls="async", backend=None)
+    ap.set_defaults(**DEFAULTS)
     return ap
 
 
@@ -93,8 +94,19 @@ def available(device: str) -> list[str]:
             if not isinstance(b, Unavailable) and b.decline_key(key) is None]
 
 
+def refuse_unused(args: argparse.Namespace, what: str) -> None:
+    """The shared measuring options the tuner has no use for are errors, not ignored."""
+    if args.validate:
+        raise SystemExit(f"mcr-tune{what}: -c/--validate is for the OSU benchmarks; the tuner "
+                         f"measures, it does not check results")
+    if args.csv:
+        raise SystemExit(f"mcr-tune{what}: --csv is for the OSU benchmarks; the tuner writes "
+                         f"its rows to STEM.csv (--out STEM)")
+
+
 def validate(args: argparse.Namespace) -> None:
     """Refuse bad options before anything starts, naming what was wrong."""
+    refuse_unused(args, "")
     bad = [op for op in args.ops.split(",") if op not in OPS]
     if bad:
         raise SystemExit(f"mcr-tune: --ops {','.join(bad)}: not an op it tunes "
@@ -136,11 +148,14 @@ def tune(args: argparse.Namespace, command: str) -> None:
     if "overlap" in args.profiles.split(","):
         passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in ops]
     groups = [k for k in (2 ** i for i in range(1, n.bit_length())) if k < n] + [n]
+    unit = ctx.dtype.itemsize
+    grids = {k: sizes(args.message_size, args.factor, k * unit) for k in groups}
     partial = stem.with_name(stem.name + ".partial.csv")
     done = [] if args.fresh or dist.get_rank() != 0 else read_rows(partial)
     box: list[Any] = [done]
     dist.broadcast_object_list(box, 0, backend="gloo")
-    run = TuneRun(args, stem, partial, backends, passes, groups, box[0], command, cls)
+    run = TuneRun(args, stem, partial, backends, passes, groups, box[0], command, cls,
+                  sum(map(len, grids.values())) * len(passes))
     default = default_backend(device)
     rows: list[dict[str, Any]] = []
     for k in groups:
@@ -148,10 +163,9 @@ def tune(args: argparse.Namespace, command: str) -> None:
         if dist.get_rank() < k:
             gctx = make_ctx(args, grp, tuple(range(k)))
             m = run.measurer(gctx)
-            grid = sizes(args.message_size, args.factor, k * gctx.dtype.itemsize)
             for p in passes:
-                rows += tune_pass(m, p, grid, default, k * gctx.dtype.itemsize,
-                                  args.bisect_ratio, args.bisect_steps, run.grow)
+                rows += tune_pass(m, p, grids[k], default, k * unit, args.bisect_ratio,
+                                  args.bisect_steps, run.grow)
         dist.barrier(backend="gloo")
     if dist.get_rank() == 0:
         run.finish(rows, default, device, n)
@@ -179,7 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     is_check = argv[:1] == ["check"]
     args = (_check_parser() if is_check else tune_parser()).parse_args(argv[1:] if is_check
                                                                        else argv)
-    if not is_check:
+    if is_check:
+        refuse_unused(args, " check")
+    else:
         validate(args)
     if not any(v in os.environ for v in LAUNCHED):
         sys.exit(relaunch(argv, args.ranks))

@@ -14,7 +14,7 @@ import torch
 import mcr
 import mcr.comm as dist
 from mcr.config import from_env, user_tables_dir
-from mcr.measure.engine import Ctx, append_csv, sizes
+from mcr.measure.engine import Ctx, append_csv
 from mcr.runtime import TABLES_DIR
 
 from .plot import plot_op
@@ -27,7 +27,9 @@ class TuneRun:
 
     def __init__(self, args: argparse.Namespace, stem: Path, partial: Path, backends: list[str],
                  passes: list[Pass], groups: list[int], done: list[dict[str, Any]],
-                 command: str, cls: str) -> None:
+                 command: str, cls: str, total: int) -> None:
+        """total: the sizes of the grid, every group and pass (re-checks and bisection grow
+        it as they come)."""
         self.args, self.stem, self.partial = args, stem, partial
         self.backends, self.passes, self.groups = backends, passes, groups
         self.done, self.command, self.cls = done, command, cls
@@ -36,9 +38,6 @@ class TuneRun:
         self.bar = None
         if self.rank == 0:
             from tqdm import tqdm
-            unit = getattr(torch, args.dtype).itemsize
-            total = sum(len(sizes(args.message_size, args.factor, k * unit)) for k in groups
-                        ) * len(passes)
             stem.parent.mkdir(parents=True, exist_ok=True)
             if done:
                 print(f"mcr-tune: resuming: {len(done)} rows measured before are in {partial}"

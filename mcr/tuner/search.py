@@ -18,6 +18,7 @@ from typing import Any
 
 from mcr.measure.cases import BENCHES
 from mcr.measure.engine import Ctx, Timing, make_row, measure_size, under_load
+from mcr.ops import dtype_name
 
 from .decide import gaps, suspects, winners
 
@@ -79,7 +80,7 @@ class Measurer:
         """Rows of every backend (or those named) at one size of pass p."""
         ctx = dataclasses.replace(self.ctx, symm=p.symm)
         probe = {"ranks": ctx.n, "op": p.op, "symm": p.symm or "", "profile": p.profile,
-                 "calls": ctx.calls, "dtype": str(ctx.dtype)[6:], "bytes": size, "pass": kind}
+                 "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size, "pass": kind}
         cached = self.done.get(key_of(probe))
         if cached:
             self.replayed += 1

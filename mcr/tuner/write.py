@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-import mcr
+from mcr.runtime import library_versions
 from mcr.tables import dump
 from mcr.units import format_bytes
 
@@ -19,14 +19,15 @@ from .search import Pass
 
 
 def versions(backends: list[str]) -> dict[str, str]:
-    """The library versions a table was measured with."""
-    v = {"torch": str(torch.__version__), "mcr": mcr.__version__,
-         "python": platform.python_version()}
-    if "mpi" in backends:
-        from mpi4py import MPI
-        v["mpi"] = MPI.Get_library_version().split(",")[0].strip()
-    if torch.cuda.is_available():
-        v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    """The library versions a table was measured with (the MPI library's name and version only,
+    and only where MPI was measured), plus CUDA's and Python's."""
+    cuda = torch.cuda.is_available()
+    v = library_versions(cuda)
+    mpi = v.pop("mpi", None)
+    v["python"] = platform.python_version()
+    if "mpi" in backends and mpi is not None:
+        v["mpi"] = mpi.split(",")[0].strip()
+    if cuda:
         v["cuda"] = str(torch.version.cuda)
     return v
 
