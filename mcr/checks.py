@@ -133,13 +133,13 @@ class SignatureCheck:
     def __init__(self, store: Any, timeout: float) -> None:
         self.store = store
         self.timeout = timedelta(seconds=timeout)
-        self._seq: dict[tuple[int, ...], int] = {}
+        self._seq: dict[tuple[str, tuple[int, ...]], int] = {}
 
     def __call__(self, key: CallKey, g: Group, root: int, backend: str) -> None:
         """Compare this call's signature with the group's (collective over the group)."""
         ranks = tuple(g.ranks)
-        n = self._seq[ranks] = self._seq.get(ranks, 0) + 1
-        prefix = f"mcr/sig/{'.'.join(map(str, ranks))}/{n}/"
+        n = self._seq[(g.tag, ranks)] = self._seq.get((g.tag, ranks), 0) + 1
+        prefix = f"mcr/sig/{g.tag}{'.'.join(map(str, ranks))}/{n}/"
         mine = _signature(key, root, backend)
         self.store.set(prefix + str(g.rank), mine)
         names = [prefix + str(r) for r in range(g.size)]

@@ -98,6 +98,8 @@ KNOBS = (
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _bytes, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", _int_from(2), "4", True),
+    Knob("MCR_LOCAL_SIZE", "local_size", _int_from(1), "", True),
+    Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "4MiB", True),
 )
 
 
@@ -127,6 +129,8 @@ class Config:
     nccl_ce: bool = False                         # enable nccl_ce
     nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
     fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size
+    local_size: int | None = None                 # ranks per node (None: host names)
+    hier_chunk_bytes: float = 4 * 2**20           # hier pipeline chunk per rank block
 
     def agreeing(self) -> dict[str, Any]:
         """The knobs every rank must share, by variable name."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from .backends import Backend, canonical, default_backend
 from .errors import BackendUnavailable
 from .groups import Group
+from .layout import label
 from .ops import CallKey, dtype_name, redop_name
 from .tables import TableSet
 from .units import format_bytes
@@ -29,7 +30,15 @@ def describe_key(key: CallKey) -> str:
     buf = " into symmetric memory" if key.buffer != "plain" else ""
     cap = " inside CUDA graph capture" if key.graph else ""
     return (f"{key.op}{red} of {format_bytes(key.nbytes)} B {dtype_name(key.dtype)} on "
-            f"{key.device}{buf}{cap}, group of {key.group_size}")
+            f"{key.device}{buf}{cap}, group of {key.group_size}{_across(key)}")
+
+
+def _across(key: CallKey) -> str:
+    """` across 2 nodes of 2` (nothing on one node) for messages."""
+    if key.nodes == 1:
+        return ""
+    return f" across {key.nodes} nodes of {key.group_size // key.nodes}" if key.nodes \
+        else " spread unevenly over nodes"
 
 
 class Dispatcher:
@@ -40,9 +49,9 @@ class Dispatcher:
                  uncovered: Callable[[CallKey, str], None] | None = None) -> None:
         self.backends = backends
         self.tables = tables
-        # Told once per (device, group size) that no table covers, with the default in use.
+        # Told once per (device, group) that no table covers, with the default in use.
         self._uncovered = uncovered
-        self._told: set[tuple[str, int]] = set()
+        self._told: set[tuple[str, int | str]] = set()
         self.env_backend = canonical(env_backend) if env_backend else None
         self.fallbacks: Counter[tuple[str, str, str]] = Counter()
         # (op, backend) -> [calls, bytes] of the decisions dropped from the cache
@@ -103,10 +112,11 @@ class Dispatcher:
         if hit is not None:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
         default = default_backend(key.device, group.default_gpu)
-        if hit is None and self._uncovered and key.nbytes >= 0 \
-                and (key.device, key.group_size) not in self._told \
-                and not self.tables.covers(key.device, key.group_size):
-            self._told.add((key.device, key.group_size))
+        shape = label(key.group_size, key.nodes)
+        if hit is None and self._uncovered and key.nbytes >= 0 and shape is not None \
+                and (key.device, shape) not in self._told \
+                and not self.tables.covers(key.device, shape):
+            self._told.add((key.device, shape))
             self._uncovered(key, default)
         candidates.append((default, "default"))
         candidates += [(n, "fallback") for n in self.backends]

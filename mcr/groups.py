@@ -26,11 +26,21 @@ class Group:
     notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no handle
     id: int = field(default_factory=lambda: next(_ids))
     released: bool = False      # destroy_process_group(group) was called
+    nodes: int = 1              # nodes its ranks span (mcr.layout)
+    per_node: int = 0           # ranks on each, node-major; 0 if uneven (see Layout.shape)
+    # Names the sequence of the always-on check: groups a backend builds for its own use
+    # (hier's intra- and inter-node groups) have their own, whatever their ranks.
+    tag: str = ""
 
     @property
     def size(self) -> int:
         """Number of ranks."""
         return len(self.ranks)
+
+    @property
+    def span(self) -> int:
+        """Nodes, as a call key holds them (CallKey.nodes: 0 where its ranks are uneven)."""
+        return self.nodes if self.per_node else 0
 
     def group_rank(self, global_rank: int, what: str) -> int:
         """Group rank of a global rank; CallError naming the call if it is not a member."""
@@ -63,6 +73,9 @@ class Spec:
     cuda: bool
     pg: Any = None              # the torch group these ranks already have (world, foreign)
     local: bool = False
+    layout: Any = None          # mcr.layout.Layout of the world (None: one node)
+    tag: str = ""               # Group.tag of the group built
+    default_gpu: str = "nccl"   # Group.default_gpu of the group built
     handles: dict[str, Any] = field(default_factory=dict)   # built so far, in registry order
     notes: dict[str, str] = field(default_factory=dict)
     _one_node: list[str | None] = field(default_factory=list)
@@ -82,6 +95,16 @@ class Spec:
         """torch's backend string of `pg` (`gloo`, `nccl`, `cpu:gloo,cuda:nccl`), or ''."""
         return tdist.get_backend(self.pg) if self.pg is not None else ""
 
+    def shape(self) -> tuple[int, int]:
+        """(nodes, ranks per node) of these ranks (Layout.shape)."""
+        return self.layout.shape(self.ranks) if self.layout is not None else (1, len(self.ranks))
+
+    def child(self, ranks: list[int], tag: str) -> Spec:
+        """The spec of a group of some of these ranks that a backend builds for itself, taken
+        part in by the same processes as this one."""
+        return Spec(ranks=ranks, me=self.me, world_size=self.world_size, timeout=self.timeout,
+                    cuda=self.cuda, local=self.local, layout=self.layout, tag=tag)
+
     def one_node(self) -> str | None:
         """Why these ranks are not one node whose GPUs all reach each other (None: they are).
 
@@ -90,5 +113,9 @@ class Spec:
         """
         if not self._one_node:
             from .topology import one_node_reason
-            self._one_node.append(one_node_reason(self.handles["gloo"], len(self.ranks)))
+            nodes = self.shape()[0]
+            self._one_node.append(
+                f"ranks span {nodes} nodes ({self.layout.source}); this backend works inside "
+                "one node" if nodes > 1 else
+                one_node_reason(self.handles["gloo"], len(self.ranks)))
         return self._one_node[0]

@@ -32,14 +32,14 @@ BUFFER_KEYED = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST})
 
 def make_key(op: str, group_size: int, nbytes: int, dtype: torch.dtype | None, device: str,
              redop: object = None, profile: str = "standalone", buffer: str = "plain",
-             graph: bool = False) -> CallKey:
+             graph: bool = False, nodes: int = 1) -> CallKey:
     """The key of a call: what its decision depends on (the one place that builds keys; a
     reduction without a reduce op is a sum)."""
     if redop is None and op in REDUCTIONS:
         redop = tdist.ReduceOp.SUM
     if op not in BUFFER_KEYED:
         buffer = "plain"
-    return CallKey(op, group_size, nbytes, dtype, device, redop, profile, buffer, graph)
+    return CallKey(op, group_size, nbytes, dtype, device, redop, profile, buffer, graph, nodes)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -69,6 +69,9 @@ class CallKey(NamedTuple):
     # Made while the caller's stream is capturing a CUDA graph: only libraries whose work is
     # stream-ordered GPU work can be captured (every rank captures the same calls).
     graph: bool = False
+    # Nodes the group spans with the same number of its ranks on each, node-major (0: spread
+    # unevenly); tables key on it with the size (`2x2`, see mcr.layout.label).
+    nodes: int = 1
 
 
 REDOP_NAMES = {

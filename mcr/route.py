@@ -95,7 +95,7 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     if hit is None or rt.cfg.check:
         new = hit is None
         key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
-                         prof, buffer, graph)
+                         prof, buffer, graph, g.span)
         hit = rt.dispatcher.entry(key, g, forced)
         if rt.cfg.check:
             checks.across_ranks(key, g, root, hit[0].name, offset)
@@ -125,7 +125,7 @@ def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
     g = group_of(group, "which_backend")
     key = O.make_key(op, g.size, nbytes, dtype, device, None if redop is None else
                      redop_of(redop, "which_backend"), PROFILE[-1] if PROFILE else rt.cfg.profile,
-                     buffer)
+                     buffer, nodes=g.span)
     return rt.dispatcher.entry(key, g)[0].name
 
 
@@ -162,7 +162,7 @@ def finish(w: Any, after: list[Callable[[], None]] | None, async_op: bool, b: Ba
         if w is None:
             for fn in after:
                 fn()
-        elif type(w) is Work:
+        elif isinstance(w, Work):
             w._after = (w._after or []) + after
         else:
             w = Work("call", b.name, 0, 0, torch_work=w, stream_ordered=b.domain == STREAM,
@@ -170,7 +170,7 @@ def finish(w: Any, after: list[Callable[[], None]] | None, async_op: bool, b: Ba
     if async_op:
         return w
     if w is not None:
-        if type(w) is Work:
+        if isinstance(w, Work):
             w.wait_issued()
         else:
             w.wait()

@@ -19,6 +19,7 @@ from .dispatcher import Dispatcher
 from .errors import MismatchError, NotInitializedError
 from .groups import Group
 from .launch import Launch
+from .layout import Layout
 from .logger import CommsLogger
 from .spans import Spans
 from .tables import TableSet, find_table_files, load_tables
@@ -39,6 +40,7 @@ class Runtime:
     dispatcher: Dispatcher
     logger: CommsLogger
     cuda: bool
+    layout: Layout
     own_pg: bool = False        # mcr started torch.distributed, so mcr tears it down
     init_args: tuple = ()       # what init_distributed was called with (a second call must agree)
     by_pg: dict[Any, Group] = field(default_factory=dict)

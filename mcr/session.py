@@ -11,7 +11,7 @@ import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
-from . import runtime, work
+from . import layout, runtime, work
 from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
@@ -94,9 +94,10 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     work.set_timeout(cfg.timeout_s)
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
+    nodes = layout.detect(cfg.local_size, launch.world_size, tdist.group.WORLD)
     spec = Spec(ranks=list(range(launch.world_size)), me=launch.rank,
                 world_size=launch.world_size, timeout=pg_timeout, cuda=cuda,
-                pg=tdist.group.WORLD)
+                pg=tdist.group.WORLD, layout=nodes)
     world = backends_mod.bind_group(backends, spec, default_gpu)
     tables = runtime.load_tables_for(cfg, cuda, launch.world_size)
     runtime.check_agreement(world, tables, cfg, cuda)
@@ -104,7 +105,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     logger.configure(enabled=cfg.log)
     disp = Dispatcher(backends, tables, cfg.backend,
                       _uncovered_notice(cfg, cuda, launch.rank) if not cfg.backend else None)
-    rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda)
+    rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda, nodes)
     rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
                                         cfg.check_timeout_s or cfg.timeout_s)
     _register(rt, world)
@@ -117,7 +118,9 @@ def _uncovered_notice(cfg: Config, cuda: bool, rank: int) -> Any:
     def notice(key: Any, default: str) -> None:
         if rank == 0:
             eta = "about 1-2 minutes" if key.device == "cuda" else "about a minute"
-            print(f"mcr: no tuning table covers {key.group_size} ranks of {key.device} tensors "
+            what = layout.label(key.group_size, key.nodes)
+            what = f"{what} ranks" if key.nodes == 1 else f"groups of {what} (nodes x ranks)"
+            print(f"mcr: no tuning table covers {what} of {key.device} tensors "
                   f"on this machine ({runtime.system_class(cfg, cuda)}); those calls go to the "
                   f"default library ({default}). To tune ({eta}): "
                   f"{runtime.tune_command(cfg, key.device == 'cuda', key.group_size)}",
@@ -178,7 +181,8 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
     if bad:
         raise CallError(f"new_group: ranks {bad} are outside the world of {rt.world.size}")
     spec = Spec(ranks=ranks, me=rt.launch.rank, world_size=rt.world.size,
-                timeout=timeout or timedelta(seconds=rt.cfg.timeout_s), cuda=rt.cuda)
+                timeout=timeout or timedelta(seconds=rt.cfg.timeout_s), cuda=rt.cuda,
+                layout=rt.layout)
     g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
     _register(rt, g)
     return g
@@ -218,7 +222,7 @@ def _adopt(rt: runtime.Runtime, pg: tdist.ProcessGroup) -> Group:
     """An mcr Group for a torch group made elsewhere (DeepSpeed, a DeviceMesh, the user)."""
     spec = Spec(ranks=tdist.get_process_group_ranks(pg), me=rt.launch.rank,
                 world_size=rt.world.size, timeout=timedelta(seconds=rt.cfg.timeout_s),
-                cuda=rt.cuda, pg=pg, local=True)
+                cuda=rt.cuda, pg=pg, local=True, layout=rt.layout)
     g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
     rt.by_pg[pg] = g
     _register(rt, g)

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from .errors import TableError
+from .layout import label, parse_label
 from .ops import OPS, CallKey, dtype_name
 from .units import format_bytes, parse_bytes
 
@@ -111,15 +112,17 @@ class Table:
     system: dict[str, Any]
     provenance: dict[str, Any]
     device: str
-    # (group_size, op) -> {(a value or None per SELECTORS entry): _Ranges}
-    rules: dict[tuple[int, str], dict[tuple[str | None, ...], _Ranges]]
+    # (group, op) -> {(a value or None per SELECTORS entry): _Ranges}; group is the table's key
+    # for it: its size on one node (4), or nodes x ranks per node ("2x2", mcr.layout.label)
+    rules: dict[tuple[int | str, str], dict[tuple[str | None, ...], _Ranges]]
     raw: dict[str, Any]
 
     @property
     def ranks(self) -> int:
         """How many ranks the job that measured it had (system.ranks; else its largest group)."""
         r = self.system.get("ranks")
-        return r if isinstance(r, int) else max((g for g, _ in self.rules), default=0)
+        return r if isinstance(r, int) else max((parse_label(g)[0] for g, _ in self.rules),
+                                                default=0)
 
 
 class _Errors:
@@ -203,15 +206,16 @@ def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> T
     device = doc.get("device")
     if "device" in doc and device not in DEVICES:
         err.add(_line(doc, "device"), "device", f"{device!r} is not one of {list(DEVICES)}")
-    rules: dict[tuple[int, str], dict[tuple[str | None, ...], _Ranges]] = {}
+    rules: dict[tuple[int | str, str], dict[tuple[str | None, ...], _Ranges]] = {}
     groups = doc.get("groups")
     if "groups" in doc and not isinstance(groups, dict):
         err.add(_line(doc, "groups"), "groups", "must map group size -> ops")
     elif isinstance(groups, dict):
         for gsize, ops in groups.items():
             gline = _line(groups, gsize)
-            if not isinstance(gsize, int) or isinstance(gsize, bool) or gsize < 1:
-                err.add(gline, f"groups.{gsize}", "group size must be a positive integer")
+            if parse_label(gsize) is None:
+                err.add(gline, f"groups.{gsize}", "a group is its size on one node (a positive "
+                        "integer, 4) or nodes x ranks per node (2x2, at least 2 nodes)")
                 continue
             if not isinstance(ops, dict):
                 err.add(gline, f"groups.{gsize}", "must map op name -> list of ranges")
@@ -223,7 +227,7 @@ def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> T
                  device=device, rules=rules, raw=_plain(doc))
 
 
-def _parse_op(err: _Errors, ops: dict, gsize: int, op: Any, entries: Any,
+def _parse_op(err: _Errors, ops: dict, gsize: int | str, op: Any, entries: Any,
               known_backends: frozenset[str] | set[str]) -> dict:
     where = f"groups.{gsize}.{op}"
     oline = _line(ops, op)
@@ -303,7 +307,8 @@ def _plain(x: Any) -> Any:
 
 
 class TableSet:
-    """All tables in force, indexed by (device, group size, op); the dispatcher asks it.
+    """All tables in force, indexed by (device, group, op); the dispatcher asks it. A group is
+    its size on one node or nodes x ranks per node (Table.rules).
 
     Tables come in layers, first wins: MCR_TUNING_TABLE alone, else the user's folder (what
     mcr-tune writes) before the tables shipped with mcr. Within a layer, where several files
@@ -313,17 +318,17 @@ class TableSet:
 
     def __init__(self, tables: list[Table] | list[list[Table]], world: int | None = None) -> None:
         layers = tables if tables and isinstance(tables[0], list) else [tables]
-        self._index: dict[tuple[str, int, str], tuple[Table, dict]] = {}
-        self.shadowed: list[tuple[Table, int, str]] = []   # (table, group size, op) not in force
+        self._index: dict[tuple[str, int | str, str], tuple[Table, dict]] = {}
+        self.shadowed: list[tuple[Table, int | str, str]] = []   # (table, group, op) not in force
         for layer in layers:
-            mine: set[tuple[str, int, str]] = set()
+            mine: set[tuple[str, int | str, str]] = set()
             near = sorted(layer, key=lambda t: (abs(t.ranks - (world or t.ranks)), t.ranks))
             for t in near:
                 for (gsize, op), sel in t.rules.items():
                     k = (t.device, gsize, op)
                     prev = self._index.get(k)
                     if prev is not None and k in mine and prev[0].ranks == t.ranks:
-                        raise TableError(f"{t.path}: device {t.device}, group size {gsize}, op "
+                        raise TableError(f"{t.path}: device {t.device}, group {gsize}, op "
                                          f"{op} is also defined in {prev[0].path} (both "
                                          f"measured with {t.ranks} ranks; keep one)")
                     if prev is not None:
@@ -338,7 +343,7 @@ class TableSet:
         """(backend, 'file:line') of the rule for this call, or None where no rule covers it.
         The most specific rule wins, in SELECTORS order: a rule naming the call's value of the
         first selector beats one that does not, and so on."""
-        hit = self._index.get((key.device, key.group_size, key.op))
+        hit = self._index.get((key.device, label(key.group_size, key.nodes), key.op))
         if hit is None:
             return None
         sel = hit[1]
@@ -354,9 +359,9 @@ class TableSet:
                     return rng.backends[i], rng.where[i]
         return None
 
-    def covers(self, device: str, group_size: int) -> bool:
-        """Whether any table has rules for this device and group size."""
-        return any(d == device and g == group_size for d, g, _ in self._index)
+    def covers(self, device: str, group: int | str | None) -> bool:
+        """Whether any table has rules for this device and group (Table.rules' key)."""
+        return any(d == device and g == group for d, g, _ in self._index)
 
     def fingerprint(self) -> str:
         """Short hash of every rule in force; equal on all ranks or init refuses to start."""
@@ -370,7 +375,7 @@ class TableSet:
         machine class each was measured on where it is not `machine_class`."""
         parts = []
         for t in self.tables:
-            sizes = sorted({g for g, _ in t.rules})
+            sizes = sorted({g for g, _ in t.rules}, key=parse_label)
             other = t.system.get("class")
             note = f", measured on {other}" if machine_class and other != machine_class else ""
             parts.append(f"{t.path} ({t.device}, groups {', '.join(map(str, sizes))}{note})")
@@ -438,17 +443,23 @@ def dump(doc: dict[str, Any], comments: dict[tuple[int, str], list[str]] | None 
         lines += [f"  {k}: {_flow(v)}" for k, v in doc[sec].items()]
     lines.append(f"device: {_flow(doc['device'])}")
     lines.append("groups:")
-    for size in sorted(doc["groups"], key=int):
-        lines.append(f"  {int(size)}:")
-        for op, entries in doc["groups"][size].items():
+    for raw in sorted(doc["groups"], key=lambda k: parse_label(_group_key(k))):
+        size = _group_key(raw)
+        lines.append(f"  {size}:")
+        for op, entries in doc["groups"][raw].items():
             lines.append(f"    {op}:")
-            lines += [f"      # {c}" for c in (comments or {}).get((int(size), op), [])]
+            lines += [f"      # {c}" for c in (comments or {}).get((size, op), [])]
             for e in entries:
                 unknown = set(e) - _ENTRY_KEYS
                 if unknown:
                     raise TableError(f"dump: groups.{size}.{op}: unknown fields {sorted(unknown)}")
                 lines.append("      - " + _flow({k: e[k] for k in ENTRY_FIELDS if k in e}))
     return "\n".join(lines) + "\n"
+
+
+def _group_key(k: Any) -> int | str:
+    """A group key as tables hold it: "4" (from a plain dict's str keys) -> 4; "2x2" kept."""
+    return int(k) if isinstance(k, int) or str(k).isdigit() else str(k)
 
 
 def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> list[Table]:

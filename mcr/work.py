@@ -318,3 +318,35 @@ class Work(tdist.Work):
     def __repr__(self) -> str:
         state = "done" if self._done else "pending"
         return f"<mcr Work {self.describe()}, {state}>"
+
+
+class Composite(Work):
+    """Work of a call made of other calls (a backend that composes others, like hier): its
+    parts are waited one by one in the caller's thread, each by its own library's rules (a
+    stream wait for stream-ordered ones, a host block for host ones), then its copy-backs run."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, op: str, backend: str, nbytes: int, group_size: int, parts: list[Any],
+                 after: list[Callable[[], None]] | None = None) -> None:
+        super().__init__(op, backend, nbytes, group_size, after=after)
+        self._parts = [p for p in parts if p is not None]   # None: a part already complete
+
+    def is_completed(self) -> bool:
+        """Have all parts finished (some host libraries only say so once waited)?"""
+        return self._done or all(p.is_completed() for p in self._parts)
+
+    def wait(self, timeout: timedelta | float | None = None) -> bool:
+        """Wait for every part, then run the copy-backs."""
+        if not self._done:
+            if isinstance(timeout, (int, float)):
+                timeout = timedelta(seconds=timeout)
+            for p in self._parts:
+                p.wait() if timeout is None else p.wait(timeout)
+            self._parts = []
+            self._complete()
+        return True
+
+    def wait_issued(self) -> None:
+        """As wait(): the parts ran on their libraries' own terms."""
+        self.wait()

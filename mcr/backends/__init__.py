@@ -10,9 +10,11 @@ from ..ops import CallKey
 from .base import HOST, STREAM, Backend
 
 # Every backend, in the order groups bind them (gloo first: the others' checks run over it;
-# the one-node GPU backends after nccl, whose group they share). Aliases map to the
-# implementing backend.
-ORDER = ("gloo", "nccl", "mpi", "nccl_ce", "sdma", "symm")
+# the one-node GPU backends after nccl, whose group they share; mpi's lanes after mpi, whose
+# communicator they duplicate; hier last: it binds every other one to the groups it builds).
+# Aliases map to the implementing backend.
+ORDER = ("gloo", "nccl", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8", "nccl_ce", "sdma",
+         "symm", "hier")
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
 NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
@@ -53,6 +55,7 @@ class Unavailable(Backend):
 def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
     """Instantiate every backend; those that cannot run here are Unavailable with a reason."""
     from .gloo import GlooBackend
+    from .hier import HierBackend
     from .nccl import NcclBackend
 
     out: dict[str, Backend] = {"gloo": GlooBackend()}
@@ -66,21 +69,36 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
         except ImportError as e:
             out["mpi"] = Unavailable("mpi", f"mpi4py cannot be imported ({e}); "
                                      "pip install 'mcr[mpi]'")
+    out.update(_lanes(out["mpi"]))
     out.update(_gpu_backends(cfg) if cuda else
                {n: Unavailable(n, "CUDA is not available") for n in ("sdma", "nccl_ce", "symm")})
-    return {n: out[n] for n in ORDER}
+    registry: dict[str, Backend] = {}
+    out["hier"] = HierBackend(cfg, registry)
+    registry.update((n, out[n]) for n in ORDER)
+    return registry
+
+
+def _lanes(mpi: Backend) -> dict[str, Backend]:
+    """mpi_lanesN for each lane count, where mpi itself is available."""
+    from .lanes import COUNTS, LaneSet, MpiLanesBackend
+    if isinstance(mpi, Unavailable):
+        return {f"mpi_lanes{n}": Unavailable(f"mpi_lanes{n}", mpi.reason) for n in COUNTS}
+    lane_set = LaneSet(mpi)
+    return {f"mpi_lanes{n}": MpiLanesBackend(lane_set, n) for n in COUNTS}
 
 
 def bind_group(backends: dict[str, Backend], spec: Spec, default_gpu: str) -> Group:
     """A Group with every backend's handle for spec's ranks (collective: see Spec)."""
+    spec.default_gpu = default_gpu
     for name, b in backends.items():
         h = b.bind(spec)
         if h is not None:
             spec.handles[name] = h
     member = spec.member
+    nodes, per_node = spec.shape()
     return Group(ranks=spec.ranks, rank=spec.ranks.index(spec.me) if member else -1,
                  handles=spec.handles if member else {}, default_gpu=default_gpu,
-                 notes=spec.notes)
+                 notes=spec.notes, nodes=nodes, per_node=per_node, tag=spec.tag)
 
 
 def release_group(backends: dict[str, Backend], group: Group, world: bool) -> None:

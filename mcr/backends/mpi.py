@@ -50,6 +50,8 @@ class MpiBackend(Backend):
         self.MPI = MPI
         self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
         self.pool = PinnedPool(cfg.mpi_pinned_max_bytes)
+        # id of a group's communicator -> the duplicates its lanes use (backends.lanes)
+        self.lane_comms: dict[int, list[Any]] = {}
         self._types = {
             torch.float32: MPI.FLOAT, torch.float64: MPI.DOUBLE, torch.int8: MPI.INT8_T,
             torch.uint8: MPI.UINT8_T, torch.int16: MPI.INT16_T, torch.int32: MPI.INT32_T,
@@ -74,7 +76,9 @@ class MpiBackend(Backend):
         return world.Create_group(world.group.Incl(spec.ranks))
 
     def release(self, handle: Any, world: bool) -> None:
-        """Free a communicator bind() created."""
+        """Free a communicator bind() created, and its lanes' duplicates."""
+        for dup in self.lane_comms.pop(id(handle), []):
+            dup.Free()
         if handle is not self.MPI.COMM_WORLD and handle != self.MPI.COMM_NULL:
             handle.Free()
 

@@ -1,0 +1,118 @@
+"""Past one node on one host: the node layout, tables keyed on it, and the hierarchical and
+lane-parallel backends on 4 ranks split into 2 nodes of 2 (MCR_LOCAL_SIZE=2), under mpiexec
+(Gloo and MPI parts) and torchrun (Gloo alone), checked against references in the worker."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mcr.backends import KNOWN
+from mcr.errors import TableError
+from mcr.layout import Layout, label, parse_label
+from mcr.ops import make_key
+from mcr.tables import TableSet, dump, load_table
+
+HEAD = """\
+schema_version: 1
+system: {class: cpu}
+provenance: {tool: test, date: 2026-11-23, statistic: none}
+device: cpu
+groups:
+"""
+# What a tuned 2 x 2 table might say: hier across nodes; inside a node (a group of 2 on one
+# node) and between nodes (2x1) the libraries named here.
+PARTS = """\
+  2x2:
+    all_gather: [{max: inf, backend: hier}]
+    reduce_scatter: [{max: inf, backend: hier}]
+    all_reduce: [{max: inf, backend: hier}]
+  2:
+    all_gather: [{max: inf, backend: INTRA}]
+    reduce_scatter: [{max: inf, backend: INTRA}]
+    all_reduce: [{max: inf, backend: INTRA}]
+  2x1:
+    all_gather: [{max: inf, backend: INTER}]
+    reduce_scatter: [{max: 4KiB, backend: gloo}, {max: inf, backend: INTER}]
+    all_reduce: [{max: 4KiB, backend: INTER}, {max: inf, backend: LANES}]
+"""
+
+
+def test_layout_shape():
+    """Groups of whole nodes in node-major order have a shape; others are uneven (0)."""
+    lay = Layout((0, 0, 1, 1, 2, 2), "test")
+    assert lay.shape([0, 1]) == (1, 2)
+    assert lay.shape([0, 1, 2, 3]) == (2, 2)
+    assert lay.shape([0, 2, 4]) == (3, 1)
+    assert lay.shape([0, 1, 2]) == (2, 0)            # 2 ranks on one node, 1 on the other
+    assert lay.shape([0, 2, 1, 3]) == (2, 0)         # not node-major
+    assert [label(4, 1), label(4, 2), label(3, 0)] == [4, "2x2", None]
+    assert [parse_label(k) for k in (4, "2x2", "3x1", "1x4", "2x", 0, True)] == \
+        [(4, 1), (4, 2), (3, 3), None, None, None, None]
+
+
+def test_table_keys_on_layout(tmp_path):
+    """A `2x2` rule serves 4 ranks across 2 nodes and not 4 ranks on one; dump keeps the key."""
+    p = tmp_path / "t.yaml"
+    p.write_text(HEAD + PARTS.replace("INTRA", "mpi").replace("INTER", "gloo")
+                 .replace("LANES", "mpi_lanes4"))
+    t = load_table(p, KNOWN)
+    ts = TableSet([t])
+
+    def pick(size: int, nodes: int, nbytes: int = 8 << 10) -> str | None:
+        hit = ts.lookup(make_key("all_reduce", size, nbytes, torch.float32, "cpu", nodes=nodes))
+        return hit and hit[0]
+    assert [pick(4, 2), pick(4, 1), pick(2, 1), pick(2, 2), pick(2, 2, 64), pick(4, 0)] == \
+        ["hier", None, "mpi", "mpi_lanes4", "gloo", None]
+    assert dump(load_table(p, KNOWN).raw) == dump(t.raw)
+    assert "2x2:" in dump(t.raw)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(HEAD + "  1x4:\n    all_reduce: [{max: inf, backend: mpi}]\n")
+    with pytest.raises(TableError, match=r"bad.yaml:6: groups.1x4: .*nodes x ranks per node"):
+        load_table(bad, KNOWN)
+
+
+def _table(tmp_path, intra: str, inter: str, lanes: str) -> str:
+    p = tmp_path / "parts.yaml"
+    p.write_text(HEAD + PARTS.replace("INTRA", intra).replace("INTER", inter)
+                 .replace("LANES", lanes))
+    return str(p)
+
+
+SPLIT = {"MCR_LOCAL_SIZE": "2", "MCR_HIER_CHUNK_BYTES": "64KiB"}
+
+
+def test_hier_mpi_parts(tmp_path):
+    """MPI inside and between the nodes, lanes for large inter-node all-reduces; forced hier,
+    flat MPI, Gloo and lanes between; bit-exact against the reference."""
+    from conftest import run_mpi
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "mpi", "mpi", "mpi_lanes4"))
+    out = run_mpi(4, "hier_worker.py", "--flat", "gloo,mpi,mpi_lanes2",
+                  "--expect", "all_gather=hier,all_reduce=hier", env=env, timeout=300)
+    assert out.count("HIER OK 300 ops") == 4, out[-3000:]
+    assert "'mpi_lanes4'" in out and "'hier'" in out
+
+
+def test_hier_gloo_parts_mpiexec(tmp_path):
+    """Gloo inside and between the nodes under mpiexec (MPI in the process, unused by hier)."""
+    from conftest import run_mpi
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo"))
+    out = run_mpi(4, "hier_worker.py", "--flat", "mpi", "--seed", "11", "--ops", "150",
+                  "--expect", "reduce_scatter=hier", env=env, timeout=300)
+    assert out.count("HIER OK 150 ops") == 4, out[-3000:]
+
+
+def test_hier_torchrun(tmp_path):
+    """torchrun, no MPI at all: hier over Gloo groups."""
+    from conftest import run_torchrun
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo"))
+    out = run_torchrun(4, "hier_worker.py", "--flat", "gloo", "--seed", "5", "--ops", "150",
+                       "--expect", "all_gather=hier", env=env, timeout=300)
+    assert out.count("HIER OK 150 ops") == 4, out[-3000:]
+
+
+def test_local_size_errors():
+    """A node size that does not divide the world is refused at init, by every rank."""
+    from conftest import run_mpi
+    out = run_mpi(4, "hier_worker.py", env={"MCR_LOCAL_SIZE": "3"}, check=False, timeout=120)
+    assert out.count("MCR_LOCAL_SIZE=3 does not divide the world of 4 ranks") == 4, out[-3000:]
