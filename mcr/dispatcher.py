@@ -77,6 +77,11 @@ class Dispatcher:
         n[1] += key.nbytes if key.nbytes > 0 else 0
         return b
 
+    def set_tables(self, tables: TableSet) -> None:
+        """Decide from these tables from now on (every rank at the same point)."""
+        self._spill()
+        self.tables = tables
+
     def set_env_backend(self, name: str | None) -> None:
         """Force every call to `name` from now on, as MCR_BACKEND does (None: no forcing)."""
         self._spill()

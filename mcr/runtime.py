@@ -74,22 +74,26 @@ def system_class(cfg: Config, cuda: bool) -> str:
                                               name)).strip("-")
 
 
-def load_tables_for(cfg: Config, cuda: bool, world: int | None = None) -> TableSet:
+def load_tables_for(cfg: Config, cuda: bool, world: int | None = None,
+                    nodes: int = 1) -> TableSet:
     """MCR_TUNING_TABLE (a file, or a folder's tables of this system class) alone; else the
     user's folder (mcr-tune's) before the tables shipped with mcr, this system class's only."""
     known = backends_mod.KNOWN
     cls = system_class(cfg, cuda)
     if cfg.tuning_table:
         return TableSet([load_tables(find_table_files(cfg.tuning_table, cls, explicit=True),
-                                     known)], world)
+                                     known)], world, nodes)
     layers = [load_tables(find_table_files(d, cls), known)
               for d in (user_tables_dir(cfg), TABLES_DIR) if d.is_dir()]
-    return TableSet(layers, world) if layers else TableSet([])
+    return TableSet(layers, world, nodes) if layers else TableSet([])
 
 
-def tune_command(cfg: Config, cuda: bool, n: int) -> str:
+def tune_command(cfg: Config, cuda: bool, n: int, nodes: int = 1) -> str:
     """The command that writes a table for n ranks of this machine's class (to the user's
-    table folder, which mcr reads first)."""
+    table folder, which mcr reads first); across nodes, under the job's own launcher."""
+    if nodes != 1:
+        return (f"under your multi-node launcher, as this job ({n} ranks over {nodes or 'its'} "
+                "nodes): mpirun -np N --hostfile HOSTS python -m mcr.tuner [options]")
     if cuda:
         return (f"mcr-tune -n {n} -d cuda -t bfloat16 -m 4KiB:1GiB --batch 5 "
                 f"--backend nccl,sdma,symm --symm sdma --profiles standalone,overlap")
@@ -136,6 +140,15 @@ def check_agreement(world: Group, tables: TableSet, cfg: Config, cuda: bool) -> 
                 lines += [f"  rank {r} loaded {e['(tables)']}" for r, e in enumerate(every)]
         raise MismatchError("mcr: ranks differ in what steers their decisions; refusing to "
                             "start (mixing them would hang):\n  " + "\n  ".join(lines))
+
+
+def put_first(table: Any) -> None:
+    """Make a table's rules win over every loaded one's, in this process (every rank must do
+    it at the same point: the tuner, once it has tuned the groups that hier's parts run on)."""
+    rt = get()
+    rt.tables = rt.tables.before(table)
+    rt.dispatcher.set_tables(rt.tables)
+    rt.fast.clear()
 
 
 def install(rt: Runtime) -> None:

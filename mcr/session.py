@@ -94,18 +94,18 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     work.set_timeout(cfg.timeout_s)
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
-    nodes = layout.detect(cfg.local_size, launch.world_size, tdist.group.WORLD)
+    lay = layout.detect(cfg.local_size, launch.world_size, tdist.group.WORLD)
     spec = Spec(ranks=list(range(launch.world_size)), me=launch.rank,
                 world_size=launch.world_size, timeout=pg_timeout, cuda=cuda,
-                pg=tdist.group.WORLD, layout=nodes)
+                pg=tdist.group.WORLD, layout=lay)
     world = backends_mod.bind_group(backends, spec, default_gpu)
-    tables = runtime.load_tables_for(cfg, cuda, launch.world_size)
+    tables = runtime.load_tables_for(cfg, cuda, launch.world_size, lay.nodes)
     runtime.check_agreement(world, tables, cfg, cuda)
     logger = CommsLogger()
     logger.configure(enabled=cfg.log)
     disp = Dispatcher(backends, tables, cfg.backend,
                       _uncovered_notice(cfg, cuda, launch.rank) if not cfg.backend else None)
-    rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda, nodes)
+    rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda, lay)
     rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
                                         cfg.check_timeout_s or cfg.timeout_s)
     _register(rt, world)
@@ -123,7 +123,7 @@ def _uncovered_notice(cfg: Config, cuda: bool, rank: int) -> Any:
             print(f"mcr: no tuning table covers {what} of {key.device} tensors "
                   f"on this machine ({runtime.system_class(cfg, cuda)}); those calls go to the "
                   f"default library ({default}). To tune ({eta}): "
-                  f"{runtime.tune_command(cfg, key.device == 'cuda', key.group_size)}",
+                  f"{runtime.tune_command(cfg, key.device == 'cuda', key.group_size, key.nodes)}",
                   flush=True)
     return notice
 

@@ -124,6 +124,12 @@ class Table:
         return r if isinstance(r, int) else max((parse_label(g)[0] for g, _ in self.rules),
                                                 default=0)
 
+    @property
+    def nodes(self) -> int:
+        """How many nodes the job that measured it spanned (system.nodes; else 1)."""
+        n = self.system.get("nodes")
+        return n if isinstance(n, int) and n >= 1 else 1
+
 
 class _Errors:
     """Collects schema errors so one load reports all of them, each with file and line."""
@@ -312,25 +318,31 @@ class TableSet:
 
     Tables come in layers, first wins: MCR_TUNING_TABLE alone, else the user's folder (what
     mcr-tune writes) before the tables shipped with mcr. Within a layer, where several files
-    define the same device, group size and op (the 2-rank table and the 4-rank table's 2-rank
-    sub-group rules), the file measured in a job of the size nearest `world` wins; two files of
-    the same job size defining it are an error."""
+    define the same device, group and op (the 2-rank table and the 4-rank table's 2-rank
+    sub-group rules), the file measured in a job of the size nearest `world` wins, then one
+    measured over as many nodes as this job's; two files of the same job size and nodes
+    defining it are an error."""
 
-    def __init__(self, tables: list[Table] | list[list[Table]], world: int | None = None) -> None:
+    def __init__(self, tables: list[Table] | list[list[Table]], world: int | None = None,
+                 nodes: int = 1) -> None:
         layers = tables if tables and isinstance(tables[0], list) else [tables]
+        self.layers, self.world, self.nodes = layers, world, nodes
         self._index: dict[tuple[str, int | str, str], tuple[Table, dict]] = {}
         self.shadowed: list[tuple[Table, int | str, str]] = []   # (table, group, op) not in force
         for layer in layers:
             mine: set[tuple[str, int | str, str]] = set()
-            near = sorted(layer, key=lambda t: (abs(t.ranks - (world or t.ranks)), t.ranks))
+            near = sorted(layer, key=lambda t: (abs(t.ranks - (world or t.ranks)),
+                                                t.nodes != nodes, t.ranks))
             for t in near:
                 for (gsize, op), sel in t.rules.items():
                     k = (t.device, gsize, op)
                     prev = self._index.get(k)
-                    if prev is not None and k in mine and prev[0].ranks == t.ranks:
+                    if prev is not None and k in mine and prev[0].ranks == t.ranks \
+                            and prev[0].nodes == t.nodes:
                         raise TableError(f"{t.path}: device {t.device}, group {gsize}, op "
                                          f"{op} is also defined in {prev[0].path} (both "
-                                         f"measured with {t.ranks} ranks; keep one)")
+                                         f"measured with {t.ranks} ranks on {t.nodes} "
+                                         "node(s); keep one)")
                     if prev is not None:
                         self.shadowed.append((t, gsize, op))
                         continue
@@ -338,6 +350,10 @@ class TableSet:
                     mine.add(k)
         used = {id(t) for t, _ in self._index.values()}
         self.tables = [t for layer in layers for t in layer if id(t) in used]
+
+    def before(self, table: Table) -> TableSet:
+        """This set with `table` as a first layer (its rules win wherever it has some)."""
+        return TableSet([[table], *self.layers], self.world, self.nodes)
 
     def lookup(self, key: CallKey) -> tuple[str, str] | None:
         """(backend, 'file:line') of the rule for this call, or None where no rule covers it.

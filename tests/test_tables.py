@@ -135,7 +135,7 @@ def test_symmetric_buffer_rules_apply_to_symmetric_outputs_only(tmp_path):
      ["unknown key", "chunk"]),
     ("  2:\n    all_reduce:\n      - {min: 4KiB, max: 4KiB, backend: mpi}\n", 8,
      ["empty range"]),
-    ("  zero:\n    all_reduce: []\n", 6, ["group size must be a positive integer"]),
+    ("  zero:\n    all_reduce: []\n", 6, ["a positive integer, 4) or nodes x ranks per node"]),
     ("  2:\n    all_reduce: []\n", 7, ["non-empty list"]),
 ])
 def test_schema_errors_name_file_line_field(tmp_path, body, line, words):

@@ -47,10 +47,12 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
     assert {(g, op) for g, op in table.rules} == {(g, op) for g in (2, 4) for op in ops}
     assert table.ranks == 4 and table.provenance["measured_bytes"] == [8, "4KiB"]
     rows = read_rows(stem.with_suffix(".csv"))
-    assert {r["backend"] for r in rows} == {"gloo", "mpi"}
+    assert {r["backend"] for r in rows if r["op"] != "all_reduce"} == {"gloo", "mpi"}
+    assert {r["backend"] for r in rows if r["op"] == "all_reduce"} == \
+        {"gloo", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8"}   # the tuner picks the lanes
     ts = TableSet([table])
     for k in (2, 4):
-        chosen = winners([r for r in rows if r["ranks"] == k], "gloo")
+        chosen = winners([r for r in rows if r["group"] == k], "gloo")
         for op, seq in chosen.items():
             for size, be in seq:   # the written ranges say what the rows decided, size by size
                 key = make_key(op, k, size, torch.float32, "cpu")
@@ -64,6 +66,21 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
         (tmp_path / f"cpu_np4_{op}.png").unlink()
     _tune("plot", str(stem))                           # redrawn from the CSV alone
     assert all((tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000 for op in ops)
+
+
+def test_nodes_of_one_host_tune_hier_and_its_parts(tmp_path):
+    """4 ranks declared as 2 nodes of 2: one node's group, the inter-node group and the world
+    are tuned, in that order, hier among the world's candidates."""
+    stem = tmp_path / "cpu_2x2"
+    p = _tune("-n", "4", "--out", str(stem), "--ops", "all_gather,all_reduce", *QUICK,
+              env={"MCR_LOCAL_SIZE": "2"})
+    assert "group(s) [2, '2x1', '2x2']" in p.stdout, p.stdout[-2000:]
+    table = load_table(stem.with_suffix(".yaml"), KNOWN)
+    assert {g for g, _ in table.rules} == {2, "2x1", "2x2"} and table.nodes == 2
+    rows = read_rows(stem.with_suffix(".csv"))
+    assert {r["backend"] for r in rows if r["group"] == "2x2"} >= {"gloo", "mpi", "hier"}
+    assert "hier" not in {r["backend"] for r in rows if r["group"] != "2x2"}
+    assert "group of 2x2:" in _tune("show", str(stem.with_suffix(".yaml"))).stdout
 
 
 def test_interrupted_run_resumes_from_its_rows(tmp_path):
@@ -86,7 +103,8 @@ def test_interrupted_run_resumes_from_its_rows(tmp_path):
     p = _tune(*args)
     assert "resuming:" in p.stdout
     replayed = int(p.stdout.split(" size(s) replayed")[0].rsplit(" ", 1)[-1])
-    assert replayed >= len(before) // 2 - 1     # two backends per size; the last may be cut
+    measured = {(r["group"], r["op"], r["bytes"], r["pass"]) for r in before}
+    assert replayed >= len(measured) - 1     # the last size may be cut
     with open(stem.with_suffix(".csv"), newline="") as f:
         after = list(csv.DictReader(f))
     kept = [r for r in before if r in after]

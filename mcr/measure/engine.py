@@ -22,8 +22,10 @@ from typing import Any
 import torch
 
 import mcr.comm as dist
+from mcr import layout
 from mcr.errors import BackendUnavailable
 from mcr.ops import BUFFER_KEYED, bus_factor, dtype_name
+from mcr.session import group_of
 from mcr.units import parse_bytes
 
 
@@ -39,6 +41,7 @@ class Ctx:
     group: Any = None         # an mcr.comm group (None: the world)
     calls: str = "sync"       # "sync", or "async": async_op=True, then wait()
     ranks: tuple[int, ...] = ()   # the group's global ranks (empty: the world's)
+    label: int | str = 0      # the group's key in a table: 4 on one node, 2x2 across nodes
 
     def global_rank(self, i: int) -> int:
         """The global rank of the group's i-th member."""
@@ -259,7 +262,9 @@ def make_ctx(args: argparse.Namespace, group: Any = None,
         dist.init_distributed(verbose=False)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     rank, n = dist.get_rank(group), dist.get_world_size(group)
-    return Ctx(rank, n, getattr(torch, args.dtype), device, args.symm, group, args.calls, ranks)
+    g = group_of(group, "benchmark")
+    return Ctx(rank, n, getattr(torch, args.dtype), device, args.symm, group, args.calls, ranks,
+               layout.label(g.size, g.span) or n)
 
 
 def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timing,
@@ -271,7 +276,7 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
     med = t.median
     q = statistics.quantiles(t.samples, n=10) if len(t.samples) >= 2 else [med] * 9
     algbw = size / med / 1e9
-    return {"op": bench.op, "ranks": ctx.n, "device": ctx.device, "dtype": dtype_name(ctx.dtype),
+    return {"op": bench.op, "ranks": ctx.n, "group": ctx.label, "device": ctx.device, "dtype": dtype_name(ctx.dtype),
             "bytes": size, "backend": be, "served_by": served,
             "avg_us": statistics.fmean(t.samples) * 1e6, "median_us": med * 1e6,
             "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6, "min_us": min(t.samples) * 1e6,

@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from mcr.backends import KNOWN
+from mcr.layout import parse_label
 from mcr.measure.engine import make_ctx, sizes
 from mcr.ops import BUFFER_KEYED, make_key
 from mcr.tables import TableSet, load_table
@@ -30,21 +31,23 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
     table = load_table(args.table, KNOWN)
     ts = TableSet([table])
     ctx = make_ctx(args)
-    k = ctx.n
+    k = ctx.label
     ops = sorted({op for g, op in table.rules if g == k})
     if not ops:
-        raise SystemExit(f"mcr-tune check: {args.table} has no rules for {k} ranks")
+        raise SystemExit(f"mcr-tune check: {args.table} has no rules for a group of {k} "
+                         "(this job's world)")
     passes = [Pass(op) for op in ops]
     passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
     m = Measurer(ctx, args, backends, [], lambda rows: None, lambda i: None)
     rows: list[dict[str, Any]] = []
     chosen: dict[tuple[str, int], str] = {}
-    between = off_grid(args.message_size, args.factor, k * ctx.dtype.itemsize)
+    between = off_grid(args.message_size, args.factor, ctx.n * ctx.dtype.itemsize)
+    nodes = parse_label(k)[1]
     for p in passes:
         pts = []
         for size in between:
-            key = make_key(p.op, k, size, ctx.dtype, ctx.device, profile=p.profile,
-                           buffer="symmetric" if p.symm else "plain")
+            key = make_key(p.op, ctx.n, size, ctx.dtype, ctx.device, profile=p.profile,
+                           buffer="symmetric" if p.symm else "plain", nodes=nodes)
             hit = ts.lookup(key)
             if hit is None:
                 continue
@@ -53,7 +56,7 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
         rows += [dict(r, op=p.label()) for r in pts]
     out = regret(rows, chosen)
     if ctx.rank == 0:
-        print(f"# mcr-tune check {args.table}: {k} ranks, regret = chosen / fastest - 1 at "
+        print(f"# mcr-tune check {args.table}: group {k}, regret = chosen / fastest - 1 at "
               f"sizes off the tuning grid")
         print(f"# {'op':<28} {'sizes':>5} {'median':>8} {'worst':>8}  worst at")
         for op, pts in out.items():

@@ -127,9 +127,53 @@ def validate(args: argparse.Namespace) -> None:
                              f"to write to {user_tables_dir(from_env())}")
 
 
-def out_stem(args: argparse.Namespace, cls: str, n: int) -> Path:
-    """Where the table goes: --out, else the user table folder's CLASS_npN."""
-    return Path(args.out) if args.out else user_tables_dir(from_env()) / f"{cls}_np{n}"
+def out_stem(args: argparse.Namespace, cls: str, n: int, nodes: int = 1) -> Path:
+    """Where the table goes: --out, else the user table folder's CLASS_npN (CLASS_NxL across
+    N nodes of L ranks)."""
+    name = f"{cls}_np{n}" if nodes == 1 else f"{cls}_{nodes}x{n // nodes}"
+    return Path(args.out) if args.out else user_tables_dir(from_env()) / name
+
+
+def tune_groups(n: int, nodes: int, per: int) -> dict[int | str, list[int]]:
+    """The groups the tuner measures, by table key: on one node the world and its first 2, 4,
+    ... ranks; across nodes, one node's ranks and its first 2, 4, ..., the ranks of one local
+    rank on every node (hier's inter-node parts: `Nx1`) and the world (`NxL`)."""
+    if nodes > 1 and per == 0:
+        raise SystemExit("mcr-tune: this job's ranks are spread unevenly over its nodes (or "
+                         "not node by node); tables key on nodes x ranks per node")
+    span = n if nodes == 1 else per
+    out: dict[int | str, list[int]] = {k: list(range(k)) for k in
+                                        (2 ** i for i in range(1, span.bit_length())) if k < span}
+    out[span] = list(range(span))
+    if nodes > 1:
+        out.pop(1, None)
+        if per > 1:
+            out[f"{nodes}x1"] = list(range(0, n, per))
+        out[f"{nodes}x{per}"] = list(range(n))
+    return out
+
+
+def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str],
+             default: str, cls: str, n: int, device: str) -> None:
+    """Put the rules of the groups tuned so far in force on every rank, so that what is tuned
+    next and calls on them (hier's intra- and inter-node parts) runs on their winners."""
+    import tempfile
+
+    from mcr.backends import KNOWN
+    from mcr.runtime import put_first
+    from mcr.tables import load_table
+
+    from .write import table_text
+    box = [table_text(rows, passes, done, default, {"class": cls, "ranks": n},
+                      {"tool": "mcr-tune (groups tuned so far)", "statistic": "median"}, device)
+           if dist.get_rank() == 0 and rows else None]
+    dist.broadcast_object_list(box, 0, backend="gloo")
+    if box[0] is None:
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(box[0])
+        f.flush()
+        put_first(load_table(f.name, KNOWN))
 
 
 def tune(args: argparse.Namespace, command: str) -> None:
@@ -141,15 +185,17 @@ def tune(args: argparse.Namespace, command: str) -> None:
     device, n = ctx.device, dist.get_world_size()
     backends = args.backend.split(",") if args.backend else available(device)
     cls = system_class(get_runtime().cfg, device == "cuda")
-    stem = out_stem(args, cls, n)
+    world = get_runtime().world
+    stem = out_stem(args, cls, n, world.nodes)
     ops = args.ops.split(",")
     passes = [Pass(op) for op in ops]
     passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
     if "overlap" in args.profiles.split(","):
         passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in ops]
-    groups = [k for k in (2 ** i for i in range(1, n.bit_length())) if k < n] + [n]
+    members = tune_groups(world.size, world.nodes, world.per_node)
+    groups = list(members)
     unit = ctx.dtype.itemsize
-    grids = {k: sizes(args.message_size, args.factor, k * unit) for k in groups}
+    grids = {k: sizes(args.message_size, args.factor, len(members[k]) * unit) for k in groups}
     partial = stem.with_name(stem.name + ".partial.csv")
     done = [] if args.fresh or dist.get_rank() != 0 else read_rows(partial)
     box: list[Any] = [done]
@@ -159,16 +205,19 @@ def tune(args: argparse.Namespace, command: str) -> None:
     default = default_backend(device)
     rows: list[dict[str, Any]] = []
     for k in groups:
-        grp = None if k == n else dist.new_group(list(range(k)))
-        if dist.get_rank() < k:
-            gctx = make_ctx(args, grp, tuple(range(k)))
+        ranks = members[k]
+        grp = None if len(ranks) == n else dist.new_group(ranks)
+        if dist.get_rank() in ranks:
+            gctx = make_ctx(args, grp, tuple(ranks))
             m = run.measurer(gctx)
             for p in passes:
-                rows += tune_pass(m, p, grids[k], default, k * unit, args.bisect_ratio,
+                rows += tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
                                   args.bisect_steps, run.grow)
         dist.barrier(backend="gloo")
+        if k != groups[-1]:
+            in_force(rows, passes, groups[:groups.index(k) + 1], default, cls, n, device)
     if dist.get_rank() == 0:
-        run.finish(rows, default, device, n)
+        run.finish(rows, default, device, n, world.nodes)
     dist.destroy_process_group()
 
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mcr.layout import parse_label
+
 from .decide import ranges, winners
 from .search import Pass
 from .write import of_pass
 
 COLORS = {"gloo": "tab:green", "mpi": "tab:blue", "nccl": "tab:orange", "sdma": "tab:red",
-          "symm": "tab:purple", "nccl_ce": "tab:brown", "auto": "black"}
+          "symm": "tab:purple", "nccl_ce": "tab:brown", "auto": "black", "hier": "tab:olive",
+          "mpi_lanes2": "tab:cyan", "mpi_lanes4": "tab:pink", "mpi_lanes8": "tab:gray"}
 
 
 def plot_op(path: Path, rows: list[dict[str, Any]], op: str, passes: list[Pass],
-            groups: list[int], default: str, title: str) -> None:
+            groups: list[int | str], default: str, title: str) -> None:
     """A grid of panels (group sizes down, the op's passes across: plain / symmetric buffers,
     standalone / overlap); in each, lines per backend, the table's choice shaded beneath, sizes
     past the largest measured hatched as extrapolated."""
@@ -29,7 +32,8 @@ def plot_op(path: Path, rows: list[dict[str, Any]], op: str, passes: list[Pass],
             ax = axes[gi][pi]
             pts = of_pass(rows, k, p)
             _panel(ax, pts, p, default)
-            ax.set_title(f"{k} ranks, {p.label()}", fontsize=9)
+            ax.set_title(f"{k} ranks{' (nodes x ranks)' if isinstance(k, str) else ''}, "
+                         f"{p.label()}", fontsize=9)
     fig.suptitle(f"{title}: {op}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -46,7 +50,7 @@ def plot_csv(stem: Path) -> list[Path]:
         raise SystemExit(f"mcr-tune plot: {stem.with_suffix('.csv')}: no rows")
     passes = list(dict.fromkeys(Pass(r["op"], r["symm"] or None, r.get("profile") or "standalone")
                                 for r in rows))
-    groups = sorted({int(r["ranks"]) for r in rows})
+    groups = sorted({r["group"] for r in rows}, key=parse_label)
     default = default_backend(rows[0]["device"])
     out = []
     for op in dict.fromkeys(p.op for p in passes):

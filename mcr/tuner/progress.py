@@ -26,7 +26,7 @@ class TuneRun:
     """Progress, partial rows and outputs of one mcr-tune run."""
 
     def __init__(self, args: argparse.Namespace, stem: Path, partial: Path, backends: list[str],
-                 passes: list[Pass], groups: list[int], done: list[dict[str, Any]],
+                 passes: list[Pass], groups: list[int | str], done: list[dict[str, Any]],
                  command: str, cls: str, total: int) -> None:
         """total: the sizes of the grid, every group and pass (re-checks and bisection grow
         it as they come)."""
@@ -42,7 +42,7 @@ class TuneRun:
             if done:
                 print(f"mcr-tune: resuming: {len(done)} rows measured before are in {partial}"
                       f" (--fresh to measure again)", flush=True)
-            print(f"mcr-tune: {len(groups)} group size(s) {groups}, {len(passes)} curve(s), "
+            print(f"mcr-tune: {len(groups)} group(s) {groups}, {len(passes)} curve(s), "
                   f"backends {backends}; writing {stem}.yaml", flush=True)
             self.bar = tqdm(total=total, desc="mcr-tune", unit="size", file=sys.stderr,
                             dynamic_ncols=True)
@@ -74,7 +74,8 @@ class TuneRun:
             self.bar.total += n
             self.bar.refresh()
 
-    def finish(self, rows: list[dict[str, Any]], default: str, device: str, n: int) -> None:
+    def finish(self, rows: list[dict[str, Any]], default: str, device: str, n: int,
+               nodes: int = 1) -> None:
         """Write STEM.yaml, STEM.csv and STEM_OP.png; drop the partial CSV."""
         if self.bar is not None:
             self.bar.close()
@@ -82,8 +83,8 @@ class TuneRun:
         system = {"class": self.cls,
                   "gpu": torch.cuda.get_device_name() if device == "cuda" else "none",
                   "cpu": platform.processor() or platform.machine(),
-                  "interconnect": a.interconnect, "nodes": 1,
-                  "gpus_per_node": n if device == "cuda" else 0, "ranks": n,
+                  "interconnect": a.interconnect, "nodes": nodes,
+                  "gpus_per_node": n // nodes if device == "cuda" else 0, "ranks": n,
                   "libraries": versions(self.backends)}
         provenance = {"tool": f"mcr-tune {mcr.__version__}", "iterations": a.iterations,
                       "statistic": "median over interleaved rounds, slowest rank",

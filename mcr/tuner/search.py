@@ -22,7 +22,7 @@ from mcr.ops import dtype_name
 
 from .decide import gaps, suspects, winners
 
-ROW_KEY = ("ranks", "op", "symm", "profile", "calls", "dtype", "bytes", "pass")
+ROW_KEY = ("group", "op", "symm", "profile", "calls", "dtype", "bytes", "pass")
 _NUMERIC = {"ranks", "bytes", "iters", "batch", "graph", "rounds"}
 
 
@@ -55,6 +55,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         for k, v in r.items():
             if k in _NUMERIC:
                 r[k] = int(float(v))
+            elif k == "group":
+                r[k] = int(v) if v.isdigit() else v   # a table's group key: 4, or 2x2
             elif k != "round_medians_us" and (k.endswith(("_us", "_gbs"))
                                               or k in ("spread", "vs_first")):
                 r[k] = float(v)
@@ -79,7 +81,7 @@ class Measurer:
               rounds: int | None = None) -> list[dict[str, Any]]:
         """Rows of every backend (or those named) at one size of pass p."""
         ctx = dataclasses.replace(self.ctx, symm=p.symm)
-        probe = {"ranks": ctx.n, "op": p.op, "symm": p.symm or "", "profile": p.profile,
+        probe = {"group": ctx.label, "op": p.op, "symm": p.symm or "", "profile": p.profile,
                  "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size, "pass": kind}
         cached = self.done.get(key_of(probe))
         if cached:

@@ -38,9 +38,9 @@ def yaml_size(n: float) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def of_pass(rows: list[dict[str, Any]], k: int, p: Pass) -> list[dict[str, Any]]:
-    """The rows of group size k and pass p."""
-    return [r for r in rows if int(r["ranks"]) == k and r["op"] == p.op
+def of_pass(rows: list[dict[str, Any]], k: int | str, p: Pass) -> list[dict[str, Any]]:
+    """The rows of group k (a table's group key: 4, 2x2) and pass p."""
+    return [r for r in rows if r["group"] == k and r["op"] == p.op
             and (r["symm"] or None) == p.symm and r["profile"] == p.profile]
 
 
@@ -68,7 +68,7 @@ def medians(rows: list[dict[str, Any]], p: Pass, default: str) -> list[str]:
     return out
 
 
-def table_text(rows: list[dict[str, Any]], passes: list[Pass], groups: list[int],
+def table_text(rows: list[dict[str, Any]], passes: list[Pass], groups: list[int | str],
                default: str, system: dict[str, Any], provenance: dict[str, Any],
                device: str) -> str:
     """The whole table document: for each group size and pass, ranges of winners."""
