@@ -276,7 +276,8 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
     med = t.median
     q = statistics.quantiles(t.samples, n=10) if len(t.samples) >= 2 else [med] * 9
     algbw = size / med / 1e9
-    return {"op": bench.op, "ranks": ctx.n, "group": ctx.label, "device": ctx.device, "dtype": dtype_name(ctx.dtype),
+    return {"op": bench.op, "ranks": ctx.n, "group": ctx.label, "device": ctx.device,
+            "dtype": dtype_name(ctx.dtype),
             "bytes": size, "backend": be, "served_by": served,
             "avg_us": statistics.fmean(t.samples) * 1e6, "median_us": med * 1e6,
             "p10_us": q[0] * 1e6, "p90_us": q[-1] * 1e6, "min_us": min(t.samples) * 1e6,

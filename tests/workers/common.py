@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import numpy as np
 import torch
 import torch.distributed as tdist
@@ -52,3 +55,27 @@ def same(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
         i = tuple(bad[0].tolist())
         raise AssertionError(f"{what}: {bad.shape[0]} of {want.numel()} elements differ; "
                              f"first at {i}: got {got[i].item()}, want {want[i].item()}")
+
+
+def run_shuffled(ops: int, issue: Any, shared: random.Random, local: random.Random,
+                 most: int, chance: float) -> int:
+    """Issue ops 0..ops-1 (issue(i) -> (work or None, check)); pending works are waited in this
+    rank's own shuffled order, when `most` are pending or by a shared coin (every rank issues
+    the same calls), and each result checked after its wait. Returns the ops checked."""
+    pending: list[tuple[Any, Any]] = []
+    done = 0
+    for i in range(ops):
+        w, check = issue(i)
+        if w is None:
+            check()
+            done += 1
+        else:
+            pending.append((w, check))
+        if len(pending) >= most or (pending and shared.random() < chance) or i == ops - 1:
+            local.shuffle(pending)
+            for w_, check_ in pending:
+                w_.wait()
+                check_()
+                done += 1
+            pending.clear()
+    return done

@@ -13,7 +13,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import gen, ref_reduce, same  # noqa: E402
+from common import gen, ref_reduce, run_shuffled, same  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 from mcr import runtime  # noqa: E402
@@ -65,22 +65,7 @@ def issue(i: int) -> tuple[object, object]:
     return w, lambda: same(tag, t, ref_reduce(parts, redop))
 
 
-pending: list[tuple[object, object]] = []
-done = 0
-for i in range(args.ops):
-    w, check = issue(i)
-    if w is None:
-        check()
-        done += 1
-    else:
-        pending.append((w, check))
-    if len(pending) >= 5 or (pending and shared.random() < 0.25) or i == args.ops - 1:
-        local.shuffle(pending)
-        for w_, check_ in pending:
-            w_.wait()
-            check_()
-            done += 1
-        pending.clear()
+done = run_shuffled(args.ops, issue, shared, local, 5, 0.25)
 assert done == args.ops
 served = sorted({b for (_, b) in runtime.get().dispatcher.served()})
 print(f"rank {r}: HIER OK {done} ops; libraries {served}", flush=True)

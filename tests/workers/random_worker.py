@@ -14,7 +14,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import gen, ref_reduce, same  # noqa: E402
+from common import gen, ref_reduce, run_shuffled, same  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 
@@ -35,8 +35,6 @@ BACKENDS = args.backends.split(",")
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
        "gather", "scatter", "p2p", "barrier"]
 DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64]
-pending: list[tuple[object, object]] = []
-done = 0
 
 
 def issue(i: int) -> tuple[object, object]:
@@ -98,20 +96,7 @@ def issue(i: int) -> tuple[object, object]:
     return w, lambda: None
 
 
-for i in range(args.ops):
-    w, check = issue(i)
-    if w is None:
-        check()
-        done += 1
-    else:
-        pending.append((w, check))
-    if len(pending) >= 6 or (pending and shared.random() < 0.2) or i == args.ops - 1:
-        local.shuffle(pending)
-        for w_, check_ in pending:
-            w_.wait()
-            check_()
-            done += 1
-        pending.clear()
+done = run_shuffled(args.ops, issue, shared, local, 6, 0.2)
 assert done == args.ops, (done, args.ops)
 print(f"rank {r}: RANDOM OK {done} ops", flush=True)
 dist.destroy_process_group()
