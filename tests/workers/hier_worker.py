@@ -22,6 +22,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--ops", type=int, default=300)
 ap.add_argument("--seed", type=int, default=7)
 ap.add_argument("--flat", default="gloo", help="flat libraries mixed in (comma list)")
+ap.add_argument("--device", default="cpu")
 ap.add_argument("--expect", default="", help="op=backend the table must give a 2x2 call")
 args = ap.parse_args()
 
@@ -50,16 +51,16 @@ def issue(i: int) -> tuple[object, object]:
     async_op = shared.random() < 0.6
     tag = f"op {i}: {op} {redop} {be} {dtype} {numel} async={async_op}"
     if op == "all_gather":
-        parts = [gen(q, numel, dtype, i, exact=True) for q in range(n)]
-        out = torch.empty(n * numel, dtype=dtype)
+        parts = [gen(q, numel, dtype, i, exact=True, device=args.device) for q in range(n)]
+        out = torch.empty(n * numel, dtype=dtype, device=args.device)
         w = dist.all_gather_into_tensor(out, parts[r], async_op=async_op, backend=be)
         return w, lambda: same(tag, out, torch.cat(parts))
     if op == "reduce_scatter":
-        big = [gen(q, n * numel, dtype, i, exact=True) for q in range(n)]
-        out = torch.empty(numel, dtype=dtype)
+        big = [gen(q, n * numel, dtype, i, exact=True, device=args.device) for q in range(n)]
+        out = torch.empty(numel, dtype=dtype, device=args.device)
         w = dist.reduce_scatter_tensor(out, big[r], redop, async_op=async_op, backend=be)
         return w, lambda: same(tag, out, ref_reduce(big, redop)[r * numel:(r + 1) * numel])
-    parts = [gen(q, numel, dtype, i, exact=True) for q in range(n)]
+    parts = [gen(q, numel, dtype, i, exact=True, device=args.device) for q in range(n)]
     t = parts[r].clone()
     w = dist.all_reduce(t, redop, async_op=async_op, backend=be)
     return w, lambda: same(tag, t, ref_reduce(parts, redop))
