@@ -7,6 +7,7 @@
 # collectives run bit-exact on GPU tensors (4 ranks as 2 nodes of 2, parts over MPI staging).
 # Logs and CSVs go to $OUT.
 set -uo pipefail
+PARTS=${PARTS:-"osu tune hier"}
 . benchmarks/gpu_env.sh
 # The single-core baseline is MPI's staged path (a CUDA-aware MPI would read device memory).
 export MCR_LOCAL_SIZE=1 MCR_MPI_CUDA_AWARE=0
@@ -15,16 +16,18 @@ MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 $X"
 echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, commit ${COMMIT:-?}"
 python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread(), "of", MPI.THREAD_MULTIPLE, MPI.Get_library_version().splitlines()[0])'
 T0=$SECONDS
-for dev in cuda cpu; do
-  $MPI python3 -m benchmarks.osu_allreduce -d $dev -t float32 -m 64KiB:64MiB -f 4 -i 20 -x 3 \
+for dev in ${DEVS:-cuda cpu}; do
+  [[ $PARTS == *osu* ]] || break
+  # MCR_BACKEND=mpi: the result check's own all-reduce goes to MPI too (no NCCL: one GPU)
+  MCR_BACKEND=mpi $MPI -x MCR_BACKEND python3 -m benchmarks.osu_allreduce -d $dev -t float32 -m 64KiB:64MiB -f 4 -i 20 -x 3 \
     --backend mpi,mpi_lanes2,mpi_lanes4,mpi_lanes8 --rounds 5 --max-seconds 1.5 -c \
     --csv "$OUT/lanes_$dev.csv" > "$OUT/lanes_$dev.log" 2>&1
   echo "osu all_reduce $dev rc=$? at $((SECONDS - T0)) s"; tail -n 30 "$OUT/lanes_$dev.log"
 done
-$MPI python3 -m mcr.tuner -d cpu --ops all_reduce -m 4KiB:64MiB -i 10 --rounds 3 \
+[[ $PARTS == *tune* ]] && $MPI python3 -m mcr.tuner -d cpu --ops all_reduce -m 4KiB:64MiB -i 10 --rounds 3 \
   --backend gloo,mpi,mpi_lanes2,mpi_lanes4,mpi_lanes8 --out "$OUT/cpu_2x1" > "$OUT/tune.log" 2>&1
 echo "tune rc=$? at $((SECONDS - T0)) s"; python3 -m mcr.tuner show "$OUT/cpu_2x1.yaml"
-MCR_LOCAL_SIZE=2 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 $X \
+[[ $PARTS == *hier* ]] && MCR_LOCAL_SIZE=2 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 $X \
   -x MCR_TUNING_TABLE="$PWD/benchmarks/results/hier_parts_cuda.yaml" -x MCR_HIER_CHUNK_BYTES=256KiB \
   python3 tests/workers/hier_worker.py --device cuda --flat mpi,mpi_lanes2 --ops 200 \
   --expect all_gather=hier,reduce_scatter=hier > "$OUT/hier_cuda.log" 2>&1

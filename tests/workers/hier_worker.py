@@ -32,7 +32,7 @@ world = dist.get_world_group()
 assert (world.nodes, world.per_node) == (2, n // 2), (world.nodes, world.per_node)
 for pair in filter(None, args.expect.split(",")):
     op, want = pair.split("=")
-    got = dist.which_backend(op, 4096, torch.float32)
+    got = dist.which_backend(op, 4096, torch.float32, args.device)
     assert got == want, f"the table gives {op} to {got}, expected {want}"
 shared = random.Random(args.seed)
 local = random.Random(args.seed * 31 + r)
