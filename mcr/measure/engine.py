@@ -261,10 +261,9 @@ def make_ctx(args: argparse.Namespace, group: Any = None,
     if not dist.is_initialized():
         dist.init_distributed(verbose=False)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    rank, n = dist.get_rank(group), dist.get_world_size(group)
     g = group_of(group, "benchmark")
-    return Ctx(rank, n, getattr(torch, args.dtype), device, args.symm, group, args.calls, ranks,
-               layout.label(g.size, g.span) or n)
+    return Ctx(g.rank, g.size, getattr(torch, args.dtype), device, args.symm, group, args.calls,
+               ranks, layout.label(g.size, g.span) or g.size)
 
 
 def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timing,
