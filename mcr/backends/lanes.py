@@ -11,8 +11,6 @@ picks the lane count: each count is a backend (mpi_lanes2, mpi_lanes4, mpi_lanes
 
 from __future__ import annotations
 
-import concurrent.futures
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -20,27 +18,12 @@ import torch.distributed as tdist
 
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
+from ..threads import Futures, Worker
 from ..work import Work, poll_until
 from .base import HOST, Backend
 from .staging import PinnedPool, view_as
 
 COUNTS = (2, 4, 8)   # the lane counts offered to the tuner, one backend each
-
-
-class _Lanes:
-    """torch-work-like handle over the lanes' futures (mcr's Work waits on it)."""
-
-    def __init__(self, futures: list[concurrent.futures.Future]) -> None:
-        self.futures = futures
-
-    def is_completed(self) -> bool:
-        return all(f.done() for f in self.futures)
-
-    def wait(self, timeout: timedelta | None = None) -> bool:
-        secs = None if timeout is None else timeout.total_seconds()
-        for f in self.futures:
-            f.result(secs)   # a lane's MPI error is raised here
-        return True
 
 
 class LaneSet:
@@ -51,7 +34,7 @@ class LaneSet:
 
     def __init__(self, mpi: Any) -> None:
         self.mpi = mpi
-        self.threads: list[concurrent.futures.ThreadPoolExecutor] = []
+        self.threads: list[Worker] = []
         self.streams: list[Any] = []
         self.pools: list[PinnedPool] = []
 
@@ -59,8 +42,7 @@ class LaneSet:
         """At least `lanes` lanes, with streams if cuda."""
         while len(self.threads) < lanes:
             i = len(self.threads)
-            self.threads.append(concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix=f"mcr-lane{i}"))
+            self.threads.append(Worker(f"mcr-lane{i}"))
             self.pools.append(PinnedPool(self.mpi.pool.max_cached / max(COUNTS)))
         while cuda and len(self.streams) < lanes:
             self.streams.append(torch.cuda.Stream())
@@ -70,6 +52,8 @@ class LaneSet:
         rank of the group makes its first lane call at the same point; nonblocking, so MPI
         keeps progressing meanwhile)."""
         dups = self.mpi.lane_comms.setdefault(id(comm), [])
+        if len(dups) < lanes:
+            self.mpi.drain()   # Idup is a collective on comm: after the ones queued on it
         while len(dups) < lanes:
             made = comm.Idup()
             poll_until(made[1].Test, "creating the MPI communicators of the lanes")
@@ -118,7 +102,7 @@ class MpiLanesBackend(Backend):
         futs = [ls.threads[i].submit(self._lane, i, flat[bounds[i]:bounds[i + 1]], comms[i], op,
                                      ready) for i in range(self.lanes)]
         after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
-        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Lanes(futs),
+        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=Futures(futs),
                     after=after, keep=(t,))
 
     def _lane(self, i: int, part: torch.Tensor, comm: Any, op: Any, ready: Any) -> None:

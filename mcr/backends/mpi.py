@@ -1,8 +1,11 @@
 """MPI through mpi4py: CPU buffers directly; GPU tensors CUDA-aware or through pinned staging.
 
 Available only when the job was started by an MPI launcher (mpirun/mpiexec), so that importing
-mpi4py never turns a torchrun job into MPI singletons. Every call uses MPI's non-blocking form and
-completes through mcr's Work, which polls with a deadline.
+mpi4py never turns a torchrun job into MPI singletons. Collectives of MCR_MPI_BLOCKING_BYTES and
+more run MPI's blocking form on one worker thread (Open MPI's blocking algorithms are faster
+than its non-blocking ones), waited on with a deadline; the rest use the non-blocking form,
+completed through mcr's Work, which polls with a deadline. Which form a call takes depends only
+on values every rank shares: MPI does not match a blocking collective with a non-blocking one.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
+from ..errors import McrTimeoutError
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
-from ..work import PROGRESS_HOOKS, Work, poll_until, wait_event
+from ..threads import Futures, Worker
+from ..work import PROGRESS_HOOKS, Work, get_timeout, poll_until, wait_event
 from .base import HOST, Backend
 from .staging import PinnedPool, view_as
 
@@ -63,6 +68,14 @@ class MpiBackend(Backend):
                      R.MAX: MPI.MAX, R.BAND: MPI.BAND, R.BOR: MPI.BOR, R.BXOR: MPI.BXOR}
         self._bitwise = {R.BAND, R.BOR, R.BXOR}
         self._ordered = {R.MIN, R.MAX}
+        self._multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+        # Blocking collectives from this size run on a worker thread (Open MPI's non-blocking
+        # ones are libnbc's, 1.4-1.6x slower from 1 MiB: NOTES.md, issue 13).
+        self.blocking_bytes = int(cfg.mpi_blocking_bytes)
+        # ... and a blocking all-reduce goes in chunks: Open MPI's 64 MiB all-reduce took 12x
+        # its 16 MiB one on the H200 host (NOTES.md, issue 13).
+        self.chunk_bytes = int(cfg.mpi_chunk_bytes)
+        self._worker: Worker | None = None
         PROGRESS_HOOKS.append(self._progress)
 
     def bind(self, spec: Spec) -> Any:
@@ -70,6 +83,7 @@ class MpiBackend(Backend):
         alone (MPI_Comm_create_group)."""
         if not spec.member:
             return None
+        self.drain()
         world = self.MPI.COMM_WORLD
         if spec.ranks == list(range(world.size)):
             return world
@@ -154,8 +168,9 @@ class MpiBackend(Backend):
         return [self._np(t.reshape(-1)), self._types[t.dtype]]
 
     def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
-              keep: tuple, source: Callable[[], int] | None = None) -> Work:
-        w = Work(op, self.name, nbytes, g.size, mpi_requests=reqs,
+              keep: tuple, source: Callable[[], int] | None = None,
+              on_worker: Futures | None = None) -> Work:
+        w = Work(op, self.name, nbytes, g.size, torch_work=on_worker, mpi_requests=reqs,
                  mpi_test=self.MPI.Request.Testall, after=after, keep=keep)
         w.source = source
         return w
@@ -164,36 +179,85 @@ class MpiBackend(Backend):
     def _avg(t: torch.Tensor, redop: Any, n: int) -> list[Callable[[], None]]:
         return [lambda: t.div_(n)] if redop == tdist.ReduceOp.AVG else []
 
+    def _issue(self, g: Group, name: str, args: tuple, nbytes: int = -1,
+               blocking_fn: Callable[[Any], None] | None = None) -> tuple[list, Futures | None]:
+        """Start the collective MPI names `name` (blocking form) on g's communicator.
+
+        From MCR_MPI_BLOCKING_BYTES of nbytes (a size every rank shares; -1: none), its blocking
+        form (blocking_fn(comm) where given) runs on the worker. Otherwise its non-blocking form
+        is issued here, or, while the worker has calls queued, by the worker (this thread waits
+        until it is issued): every collective reaches the communicator in this rank's order,
+        and a non-blocking one still completes in any order. Returns (requests, worker handle).
+        """
+        comm = g.handles[self.name]
+        nonblocking = getattr(comm, "I" + name[0].lower() + name[1:])
+        if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
+            if not (self._worker and self._worker.pending):
+                return [nonblocking(*args)], None
+            issued = self._worker.submit(nonblocking, *args)
+            try:
+                Futures([issued]).wait()
+            except TimeoutError as e:
+                raise McrTimeoutError(
+                    f"mcr: MPI_{name} waited {get_timeout():g} s (MCR_TIMEOUT_S) behind the "
+                    "blocking MPI collectives this rank issued before it: a rank of their "
+                    "groups may not have called one of them") from e
+            return [issued.result()], None
+        if self._worker is None:
+            self._worker = Worker("mcr-mpi")
+        fn = getattr(comm, name) if blocking_fn is None else (lambda *_: blocking_fn(comm))
+        return [], Futures([self._worker.submit(fn, *args)])
+
+    def drain(self) -> None:
+        """Wait until the worker has returned every call: MPI calls made outside _issue on a
+        communicator (creating others from it) must not overtake queued collectives."""
+        w = self._worker
+        if w is not None and w.pending:
+            poll_until(lambda: not w.pending, "MPI collectives queued on mcr's worker thread")
+
+    def _coll(self, op: str, g: Group, name: str, args: tuple, nbytes: int, shared: bool,
+              after: list[Callable[[], None]], keep: tuple,
+              blocking_fn: Callable[[Any], None] | None = None) -> Work:
+        """_issue, then the Work; shared: nbytes is the same on every rank of g."""
+        reqs, fut = self._issue(g, name, args, nbytes if shared else -1, blocking_fn)
+        return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut)
+
     # -- collectives -----------------------------------------------------------------------
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
-        """MPI_Iallreduce in place (avg: sum, then divide)."""
+        """MPI_Allreduce in place, blocking ones in chunks of MCR_MPI_CHUNK_BYTES (avg: sum,
+        then divide)."""
         (h,), after = self._stage([(t, True)])
-        req = g.handles[self.name].Iallreduce(self.MPI.IN_PLACE, self._typed(h), self._ops[redop])
-        return self._work(ALL_REDUCE, t.numel() * t.element_size(), g, [req],
-                          self._avg(h, redop, g.size) + after, (t, h))
+        op, flat = self._ops[redop], h.reshape(-1)
+        step = max(1, self.chunk_bytes // t.element_size())
+
+        def chunked(comm: Any) -> None:
+            for a in range(0, flat.numel(), step):
+                comm.Allreduce(self.MPI.IN_PLACE, self._typed(flat[a:a + step]), op)
+        return self._coll(ALL_REDUCE, g, "Allreduce", (self.MPI.IN_PLACE, self._typed(h), op),
+                          t.numel() * t.element_size(), True,
+                          self._avg(h, redop, g.size) + after, (t, h), chunked)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
                    sync: bool = False) -> Work:
-        """MPI_Iallgather of bytes."""
+        """MPI_Allgather of bytes."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
-        req = g.handles[self.name].Iallgather([self._bytes(hi), self.MPI.BYTE],
-                                              [self._bytes(ho), self.MPI.BYTE])
-        return self._work("all_gather", out.numel() * out.element_size(), g, [req], after,
-                          (hi, ho, inp, out))
+        return self._coll("all_gather", g, "Allgather",
+                          ([self._bytes(hi), self.MPI.BYTE], [self._bytes(ho), self.MPI.BYTE]),
+                          out.numel() * out.element_size(), True, after, (hi, ho, inp, out))
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
                        sync: bool = False) -> Work:
-        """MPI_Ireduce_scatter_block (avg: sum, then divide)."""
+        """MPI_Reduce_scatter_block (avg: sum, then divide)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
-        req = g.handles[self.name].Ireduce_scatter_block(self._typed(hi), self._typed(ho),
-                                                         self._ops[redop])
-        return self._work("reduce_scatter", inp.numel() * inp.element_size(), g, [req],
+        return self._coll("reduce_scatter", g, "Reduce_scatter_block",
+                          (self._typed(hi), self._typed(ho), self._ops[redop]),
+                          inp.numel() * inp.element_size(), True,
                           self._avg(ho, redop, g.size) + after, (hi, ho, inp, out))
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
                    in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
-        """MPI_Ialltoallv of bytes."""
+        """MPI_Alltoallv of bytes (non-blocking form always: counts may differ by rank)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         es = inp.element_size()
 
@@ -201,46 +265,50 @@ class MpiBackend(Backend):
             b = [c * es for c in counts]
             return b, [int(x) for x in np.concatenate(([0], np.cumsum(b)[:-1]))]
 
-        req = g.handles[self.name].Ialltoallv([self._bytes(hi), layout(in_counts), self.MPI.BYTE],
-                                              [self._bytes(ho), layout(out_counts), self.MPI.BYTE])
-        return self._work("all_to_all", inp.numel() * es, g, [req], after, (hi, ho, inp, out))
+        return self._coll("all_to_all", g, "Alltoallv",
+                          ([self._bytes(hi), layout(in_counts), self.MPI.BYTE],
+                           [self._bytes(ho), layout(out_counts), self.MPI.BYTE]),
+                          inp.numel() * es, False, after, (hi, ho, inp, out))
 
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
-        """MPI_Ibcast of bytes."""
+        """MPI_Bcast of bytes."""
         (h,), after = self._stage([(t, g.rank == root)])
-        req = g.handles[self.name].Ibcast([self._bytes(h), self.MPI.BYTE], root)
-        return self._work("broadcast", t.numel() * t.element_size(), g, [req], after, (t, h))
+        return self._coll("broadcast", g, "Bcast", ([self._bytes(h), self.MPI.BYTE], root),
+                          t.numel() * t.element_size(), True, after, (t, h))
 
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
                sync: bool = False) -> Work:
-        """MPI_Ireduce in place at the root (avg: sum, then divide at the root)."""
+        """MPI_Reduce in place at the root (avg: sum, then divide at the root)."""
         (h,), after = self._stage([(t, True)])
-        comm, op = g.handles[self.name], self._ops[redop]
+        op = self._ops[redop]
         if g.rank == root:
-            req = comm.Ireduce(self.MPI.IN_PLACE, self._typed(h), op, root)
+            args: tuple = (self.MPI.IN_PLACE, self._typed(h), op, root)
             after = self._avg(h, redop, g.size) + after
         else:
-            req = comm.Ireduce(self._typed(h), None, op, root)
-        return self._work("reduce", t.numel() * t.element_size(), g, [req], after, (t, h))
+            args = (self._typed(h), None, op, root)
+        return self._coll("reduce", g, "Reduce", args, t.numel() * t.element_size(), True,
+                          after, (t, h))
 
     def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,
                sync: bool = False) -> Work:
-        """MPI_Igather of bytes."""
+        """MPI_Gather of bytes."""
         pairs = [(inp, True)] + ([(out, False)] if out is not None else [])
         views, after = self._stage(pairs)
         recv = [self._bytes(views[1]), self.MPI.BYTE] if out is not None else None
-        req = g.handles[self.name].Igather([self._bytes(views[0]), self.MPI.BYTE], recv, root)
-        return self._work("gather", inp.numel() * inp.element_size() * g.size, g, [req], after,
+        return self._coll("gather", g, "Gather",
+                          ([self._bytes(views[0]), self.MPI.BYTE], recv, root),
+                          inp.numel() * inp.element_size() * g.size, True, after,
                           (views, inp, out))
 
     def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
                 sync: bool = False) -> Work:
-        """MPI_Iscatter of bytes."""
+        """MPI_Scatter of bytes."""
         pairs = [(out, False)] + ([(inp, True)] if inp is not None else [])
         views, after = self._stage(pairs)
         send = [self._bytes(views[1]), self.MPI.BYTE] if inp is not None else None
-        req = g.handles[self.name].Iscatter(send, [self._bytes(views[0]), self.MPI.BYTE], root)
-        return self._work("scatter", out.numel() * out.element_size() * g.size, g, [req], after,
+        return self._coll("scatter", g, "Scatter",
+                          (send, [self._bytes(views[0]), self.MPI.BYTE], root),
+                          out.numel() * out.element_size() * g.size, True, after,
                           (views, inp, out))
 
     def send(self, t: torch.Tensor, peer: int, tag: int, g: Group) -> Work:
@@ -262,21 +330,22 @@ class MpiBackend(Backend):
 
     def barrier(self, g: Group, *, sync: bool = False) -> Work:
         """MPI_Ibarrier."""
-        return self._work("barrier", 0, g, [g.handles[self.name].Ibarrier()], [], ())
+        return self._coll("barrier", g, "Barrier", (), 0, False, [], ())
 
     # -- objects ---------------------------------------------------------------------------
 
-    def _wait(self, req: Any, what: str) -> None:
-        poll_until(req.Test, f"{what} on backend 'mpi'")
+    def _wait(self, g: Group, name: str, args: tuple, what: str) -> None:
+        """Run a collective's non-blocking form to completion (object sizes differ by rank)."""
+        reqs, fut = self._issue(g, name, args)
+        self._work(what, 0, g, reqs, [], args, on_worker=fut).wait()
 
     def broadcast_object_list(self, objs: list[Any], root: int, g: Group) -> None:
         """Pickle on the root, broadcast length then bytes, unpickle in place."""
-        comm = g.handles[self.name]
         data = np.frombuffer(pickle.dumps(objs), dtype=np.uint8) if g.rank == root else None
         n = np.array([0 if data is None else data.size], dtype=np.int64)
-        self._wait(comm.Ibcast(n, root), "broadcast_object_list")
+        self._wait(g, "Bcast", (n, root), "broadcast_object_list")
         buf = data if data is not None else np.empty(int(n[0]), dtype=np.uint8)
-        self._wait(comm.Ibcast(buf, root), "broadcast_object_list")
+        self._wait(g, "Bcast", (buf, root), "broadcast_object_list")
         if g.rank != root:
             got = pickle.loads(buf.tobytes())  # noqa: S301 - peers of one job, as torch does
             if len(got) != len(objs):
@@ -286,15 +355,13 @@ class MpiBackend(Backend):
 
     def all_gather_object(self, out: list[Any], obj: Any, g: Group) -> None:
         """Pickle, all-gather lengths then bytes (Iallgatherv), unpickle."""
-        comm = g.handles[self.name]
         data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
         sizes = np.empty(g.size, dtype=np.int64)
-        mine = np.array([data.size], dtype=np.int64)  # must outlive the request
-        self._wait(comm.Iallgather(mine, sizes),
-                   "all_gather_object")
+        mine = np.array([data.size], dtype=np.int64)
+        self._wait(g, "Allgather", (mine, sizes), "all_gather_object")
         displs = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         buf = np.empty(int(sizes.sum()), dtype=np.uint8)
-        self._wait(comm.Iallgatherv(data, [buf, (sizes.tolist(), displs.tolist()),
-                                           self.MPI.BYTE]), "all_gather_object")
+        self._wait(g, "Allgatherv", (data, [buf, (sizes.tolist(), displs.tolist()),
+                                            self.MPI.BYTE]), "all_gather_object")
         for i in range(g.size):
             out[i] = pickle.loads(buf[displs[i]:displs[i] + sizes[i]].tobytes())  # noqa: S301
