@@ -103,12 +103,14 @@ def test_hier_gloo_parts_mpiexec(tmp_path):
 
 
 def test_hier_torchrun(tmp_path):
-    """torchrun, no MPI at all: hier over Gloo groups."""
+    """torchrun, no MPI at all: hier over Gloo groups, Gloo lanes for large inter-node
+    all-reduces and flat between."""
     from conftest import run_torchrun
-    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo"))
-    out = run_torchrun(4, "hier_worker.py", "--flat", "gloo", "--seed", "5", "--ops", "150",
-                       "--expect", "all_gather=hier", env=env, timeout=300)
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo_lanes4"))
+    out = run_torchrun(4, "hier_worker.py", "--flat", "gloo,gloo_lanes2", "--seed", "5",
+                       "--ops", "150", "--expect", "all_gather=hier", env=env, timeout=300)
     assert out.count("HIER OK 150 ops") == 4, out[-3000:]
+    assert "'gloo_lanes4'" in out and "'gloo_lanes2'" in out
 
 
 def test_local_size_errors():

@@ -11,10 +11,11 @@ from .base import HOST, STREAM, Backend
 
 # Every backend, in the order groups bind them (gloo first: the others' checks run over it;
 # the one-node GPU backends after nccl, whose group they share; mpi's lanes after mpi, whose
-# communicator they duplicate; hier last: it binds every other one to the groups it builds).
+# communicator they duplicate, Gloo's lanes after them; hier last: it binds every other one
+# to the groups it builds).
 # Aliases map to the implementing backend.
-ORDER = ("gloo", "nccl", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8", "nccl_ce", "sdma",
-         "symm", "hier")
+ORDER = ("gloo", "nccl", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8", "gloo_lanes2",
+         "gloo_lanes4", "gloo_lanes8", "nccl_ce", "sdma", "symm", "hier")
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
 NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
@@ -70,6 +71,8 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
             out["mpi"] = Unavailable("mpi", f"mpi4py cannot be imported ({e}); "
                                      "pip install 'mcr[mpi]'")
     out.update(_lanes(out["mpi"]))
+    from .gloo_lanes import COUNTS, GlooLanesBackend
+    out.update((f"gloo_lanes{n}", GlooLanesBackend(n)) for n in COUNTS)
     out.update(_gpu_backends(cfg) if cuda else
                {n: Unavailable(n, "CUDA is not available") for n in ("sdma", "nccl_ce", "symm")})
     registry: dict[str, Backend] = {}

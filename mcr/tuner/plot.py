@@ -13,7 +13,8 @@ from .write import of_pass
 
 COLORS = {"gloo": "tab:green", "mpi": "tab:blue", "nccl": "tab:orange", "sdma": "tab:red",
           "symm": "tab:purple", "nccl_ce": "tab:brown", "auto": "black", "hier": "tab:olive",
-          "mpi_lanes2": "tab:cyan", "mpi_lanes4": "tab:pink", "mpi_lanes8": "tab:gray"}
+          "mpi_lanes2": "tab:cyan", "mpi_lanes4": "tab:pink", "mpi_lanes8": "tab:gray",
+          "gloo_lanes2": "yellowgreen", "gloo_lanes4": "darkgreen", "gloo_lanes8": "lime"}
 
 
 def plot_op(path: Path, rows: list[dict[str, Any]], op: str, passes: list[Pass],

@@ -1,0 +1,120 @@
+"""Lane-parallel Gloo all-reduce: each slice of the buffer on its own Gloo process group.
+
+A Gloo process group runs its collectives on its own C++ thread over its own TCP pairs, so N
+groups all-reducing N slices at once use N cores for the copies and the reduction, with no
+Python thread hand-off. Open MPI serializes one process's collectives, whatever thread or
+communicator issues them (NOTES.md, issue 13: eight MPI lanes ran no faster than one), so this
+is where lanes scale on a host. GPU tensors are handed to Gloo, which stages each slice through
+pinned memory on its own stream. Each lane count is a backend (gloo_lanes2, 4, 8): the tuner
+picks it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+from ..groups import Group, Spec
+from ..ops import ALL_REDUCE, CallKey
+from ..work import Work
+from .base import HOST, Backend
+
+COUNTS = (2, 4, 8)
+_C10D = torch._C._distributed_c10d
+_SUPPORTED = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
+              torch.uint8, torch.int32, torch.int64}
+
+
+class _Works:
+    """torch-work-like handle over the lanes' Gloo works."""
+
+    __slots__ = ("works",)
+
+    def __init__(self, works: list[Any]) -> None:
+        self.works = works
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self.works)
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        for w in self.works:
+            if timeout is None:
+                w.wait()
+            else:
+                w.wait(timeout)
+        return True
+
+
+class _Lanes:
+    """A group's lane process groups, made on first use by its members alone (every member
+    makes its first lane call at the same point), shared by every lane count."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.pgs: list[Any] = []
+
+    def get(self, n: int) -> list[Any]:
+        while len(self.pgs) < n:
+            self.pgs.append(tdist.new_group(self.spec.ranks, timeout=self.spec.timeout,
+                                            backend="gloo", use_local_synchronization=True))
+        return self.pgs[:n]
+
+
+class GlooLanesBackend(Backend):
+    """all_reduce in `lanes` slices, one Gloo process group each."""
+
+    domain = HOST
+    serves = frozenset({ALL_REDUCE})
+
+    def __init__(self, lanes: int) -> None:
+        self.name = f"gloo_lanes{lanes}"
+        self.lanes = lanes
+
+    def bind(self, spec: Spec) -> Any:
+        """The group's shared lanes (their process groups are made at the first call)."""
+        if not spec.member:
+            return None
+        bound = [spec.handles[f"gloo_lanes{c}"] for c in COUNTS if f"gloo_lanes{c}" in spec.handles]
+        return bound[0] if bound else _Lanes(spec)
+
+    def release(self, handle: Any, world: bool) -> None:
+        """Destroy the lane groups (once, by whichever lane count is released first)."""
+        for pg in handle.pgs:
+            tdist.destroy_process_group(pg)
+        handle.pgs.clear()
+
+    def decline_key(self, key: CallKey) -> str | None:
+        """What Gloo cannot reduce: complex and bool tensors, devices other than cpu/cuda."""
+        if key.device not in ("cpu", "cuda"):
+            return f"gloo lanes serve cpu and cuda tensors, not {key.device}"
+        if key.dtype not in _SUPPORTED:
+            return f"gloo lanes do not reduce {key.dtype}"
+        if key.redop is not None and key.redop not in _OPS:
+            return f"gloo lanes have no {key.redop} reduction"
+        if key.redop == tdist.ReduceOp.AVG and not key.dtype.is_floating_point:
+            return "avg needs a floating-point tensor"
+        return None
+
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
+        """Each lane all-reduces its slice of t in place on its own Gloo group."""
+        pgs = g.handles[self.name].get(self.lanes)
+        flat, n = t.view(-1), t.numel()
+        opts = _C10D.AllreduceOptions()
+        opts.reduceOp = _OPS[redop]
+        works = []
+        for i, pg in enumerate(pgs):
+            part = flat[n * i // self.lanes:n * (i + 1) // self.lanes]
+            if part.numel():
+                works.append(pg.allreduce([part], opts))
+        after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
+        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Works(works),
+                    after=after, keep=(t,))
+
+
+R = tdist.ReduceOp
+# Gloo has no AVG: SUM, then divide (floating types only, as torch's avg).
+_OPS = {R.SUM: R.SUM, R.AVG: R.SUM, R.PRODUCT: R.PRODUCT, R.MIN: R.MIN, R.MAX: R.MAX,
+        R.BAND: R.BAND, R.BOR: R.BOR, R.BXOR: R.BXOR}
