@@ -2,7 +2,7 @@
 # Issue 13 on a one-GPU lease, as a stand-in for "each GPU a node of one": 2 ranks share the one
 # GPU, each declared a node of its own (MCR_LOCAL_SIZE=1), so no NCCL or copy-engine path can
 # serve them and every call is host-staged. Parts (PARTS, default all):
-#   wait  mcr's MPI all-reduce with blocking collectives from MCR_MPI_BLOCKING_BYTES (default)
+#   wait  mcr's MPI all-reduce with blocking collectives from MCR_MPI_BLOCKING_BYTES (8 MiB, the default)
 #         against all non-blocking (the old path: the threshold at 2 GiB), alternated A B A B on
 #         CPU tensors, A B on GPU tensors, each beside bare MPI_Allreduce (probes/probe_mpi_wait.py);
 #   osu   the staged MPI path on one core (mpi) against MPI lanes and Gloo lanes, interleaved in
@@ -23,11 +23,11 @@ python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread()
 T0=$SECONDS
 if [[ $PARTS == *wait* ]]; then
   for ab in "cpu new" "cpu old" "cpu new" "cpu old" "cuda new" "cuda old"; do
-    set -- $ab; th=256KiB; [[ $2 == old ]] && th=2GiB
+    set -- $ab; th=8MiB; [[ $2 == old ]] && th=2GiB
     echo "== $1, MCR_MPI_BLOCKING_BYTES=$th ($2)"
     MCR_BACKEND=mpi MCR_MPI_BLOCKING_BYTES=$th $MPI -x MCR_BACKEND -x MCR_MPI_BLOCKING_BYTES \
       python3 probes/probe_mpi_wait.py --sizes 65536,262144,1048576,4194304,16777216,67108864 \
-      --iters 10 --rounds 3 $([[ $1 == cuda ]] && echo --cuda) 2>&1 | grep -v "^mcr:" | tail -7
+      --iters 10 --rounds 3 $([[ $1 == cuda ]] && echo --cuda) 2>&1 | grep -av "^mcr:" | tail -7
   done > "$OUT/mpi_wait.log"
   echo "mpi wait rc=$? at $((SECONDS - T0)) s"; cat "$OUT/mpi_wait.log"
 fi

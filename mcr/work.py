@@ -55,15 +55,18 @@ def _timeout_error(what: str, timeout: float) -> McrTimeoutError:
         "(MCR_CHECK=1 compares every call across ranks).")
 
 
-def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None) -> None:
-    """Block the host until done() is true, progressing MPI; raise McrTimeoutError on deadline."""
+def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None,
+               progresses: bool = False) -> None:
+    """Block the host until done() is true, progressing MPI (unless done() does: an MPI test);
+    raise McrTimeoutError on deadline."""
     if done():
         return
     timeout = get_timeout() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     spins = 0
     while True:
-        _progress()
+        if not progresses:
+            _progress()
         if done():
             return
         spins += 1
@@ -221,7 +224,8 @@ class Work(tdist.Work):
         if self._reqs:
             reqs, test = self._reqs, self._mpi_test
             try:
-                poll_until(lambda: test(reqs), self.describe(), secs)
+                # MPI_Test drives MPI's whole progress engine: no separate nudge needed.
+                poll_until(lambda: test(reqs), self.describe(), secs, progresses=True)
             except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
                 raise library_error(e, self.describe()) from e
         self._complete()

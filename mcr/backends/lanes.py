@@ -56,7 +56,8 @@ class LaneSet:
             self.mpi.drain()   # Idup is a collective on comm: after the ones queued on it
         while len(dups) < lanes:
             made = comm.Idup()
-            poll_until(made[1].Test, "creating the MPI communicators of the lanes")
+            poll_until(made[1].Test, "creating the MPI communicators of the lanes",
+                       progresses=True)
             dups.append(made[0])
         return dups[:lanes]
 

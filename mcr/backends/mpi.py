@@ -69,8 +69,9 @@ class MpiBackend(Backend):
         self._bitwise = {R.BAND, R.BOR, R.BXOR}
         self._ordered = {R.MIN, R.MAX}
         self._multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
-        # Blocking collectives from this size run on a worker thread (Open MPI's non-blocking
-        # ones are libnbc's, 1.4-1.6x slower from 1 MiB: NOTES.md, issue 13).
+        # Blocking collectives from this size run on a worker thread: Open MPI's non-blocking
+        # ones (libnbc) were 1.4-1.6x slower from 1 MiB, but the hand-off to the worker cost
+        # more than that gained below 16 MiB on the H200 host (NOTES.md, issue 13).
         self.blocking_bytes = int(cfg.mpi_blocking_bytes)
         # ... and a blocking all-reduce goes in chunks: Open MPI's 64 MiB all-reduce took 12x
         # its 16 MiB one on the H200 host (NOTES.md, issue 13).
