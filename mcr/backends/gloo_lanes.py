@@ -49,17 +49,34 @@ class _Works:
 
 
 class _Lanes:
-    """A group's lane process groups, made on first use by its members alone (every member
-    makes its first lane call at the same point), shared by every lane count."""
+    """A group's lane Gloo groups, made on first use by its members alone (every member makes
+    its first lane call at the same point), shared by every lane count.
+
+    They are Gloo backends over the job's store under a prefix of mcr's own: torch's
+    new_group(use_local_synchronization=True) names a group by its ranks and by how many groups
+    the calling rank has made, which differs between members that made different groups before
+    (a deadlock the tuner met). Here the name is the ranks and how many lane sets of those ranks
+    this process made, which the members agree on.
+    """
+
+    made: dict[tuple[int, ...], int] = {}   # lane sets made per rank tuple, in this process
 
     def __init__(self, spec: Spec) -> None:
-        self.spec = spec
+        self.ranks, self.rank = tuple(spec.ranks), spec.ranks.index(spec.me)
+        self.timeout = spec.timeout
         self.pgs: list[Any] = []
+        self.name = ""
 
     def get(self, n: int) -> list[Any]:
+        if not self.name:
+            k = _Lanes.made.get(self.ranks, 0)
+            _Lanes.made[self.ranks] = k + 1
+            self.name = f"mcr/gloo_lanes/{'_'.join(map(str, self.ranks))}/{k}"
+        store = tdist.distributed_c10d._get_default_store()
         while len(self.pgs) < n:
-            self.pgs.append(tdist.new_group(self.spec.ranks, timeout=self.spec.timeout,
-                                            backend="gloo", use_local_synchronization=True))
+            prefix = tdist.PrefixStore(f"{self.name}/{len(self.pgs)}/", store)
+            self.pgs.append(tdist.ProcessGroupGloo(prefix, self.rank, len(self.ranks),
+                                                   self.timeout))
         return self.pgs[:n]
 
 
@@ -81,9 +98,7 @@ class GlooLanesBackend(Backend):
         return bound[0] if bound else _Lanes(spec)
 
     def release(self, handle: Any, world: bool) -> None:
-        """Destroy the lane groups (once, by whichever lane count is released first)."""
-        for pg in handle.pgs:
-            tdist.destroy_process_group(pg)
+        """Drop the lane groups (Gloo closes their pairs when the last reference goes)."""
         handle.pgs.clear()
 
     def decline_key(self, key: CallKey) -> str | None:
