@@ -27,6 +27,14 @@ def test_random_mixed_gloo_mpi_2000_ops(n):
         "RANDOM OK 2000 ops")
 
 
+def test_random_mpi_blocking_and_nonblocking_forms():
+    """MPI's blocking form (on mcr's worker, chunked) from 1 KiB, the non-blocking below it,
+    issued by the worker while it is busy: 4 ranks, async waits in shuffled order, no hang."""
+    env = {"MCR_MPI_BLOCKING_BYTES": "1KiB", "MCR_MPI_CHUNK_BYTES": "4KiB"}
+    _ok(run_mpi(4, "random_worker.py", "--ops", "1000", "--seed", "77", "--backends",
+                "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")
+
+
 def test_torchrun_launch_gloo_only():
     """Under torchrun there is no MPI launcher: mpi declines, everything else works."""
     out = run_torchrun(2, "api_worker.py", "--backends", "gloo,auto", "--dtypes",

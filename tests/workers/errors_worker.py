@@ -152,13 +152,15 @@ elif scenario == "timeout":
     os.environ["MCR_TIMEOUT_S"] = "2"
     dist.init_distributed(verbose=False)
     if rank == 0:
-        for be in ("mpi", "gloo"):
+        # mpi twice: the non-blocking form, then the blocking one on mcr's worker (from
+        # MCR_MPI_BLOCKING_BYTES), which no deadline can interrupt inside MPI.
+        for be, numel in (("mpi", 1000), ("mpi", 1 << 21), ("gloo", 1000)):
             t0 = time.monotonic()
-            expect(McrTimeoutError, lambda: dist.all_reduce(torch.ones(1000), backend=be),
-                   "all_reduce", f"'{be}'", "4000 bytes", "MCR_TIMEOUT_S")
+            expect(McrTimeoutError, lambda: dist.all_reduce(torch.ones(numel), backend=be),
+                   "all_reduce", f"'{be}'", f"{4 * numel} bytes", "MCR_TIMEOUT_S")
             assert time.monotonic() - t0 < 30, "timeout took far longer than MCR_TIMEOUT_S"
     else:
-        time.sleep(8)  # never joins: rank 0 must time out rather than hang
+        time.sleep(14)  # never joins: rank 0 must time out rather than hang
     print(f"rank {rank}: ERRORS OK", flush=True)
     os._exit(0)  # pending collectives would make MPI_Finalize wait forever
 elif scenario == "no_mpi":
