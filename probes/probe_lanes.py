@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import argparse
 import queue
-import statistics
 import threading
-import time
 from collections.abc import Callable
 
 import torch
 import torch.distributed as tdist
 from mpi4py import MPI
+
+from probes.probe_util import mpi_rounds, ratio_row
 
 W = MPI.COMM_WORLD
 
@@ -139,26 +139,9 @@ def main() -> None:
     for size in [int(s) for s in a.sizes.split(",")]:
         buf = torch.ones(size // 4, device="cuda" if a.cuda else "cpu")
         tmp = torch.empty_like(buf)
-        vs = variants(buf, tmp)
-        times: dict[str, list[float]] = {k: [] for k in vs}
-        for fn in vs.values():
-            fn()
-        for _ in range(a.rounds):
-            for k, fn in vs.items():
-                W.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(a.iters):
-                    fn()
-                if a.cuda:
-                    torch.cuda.synchronize()
-                dt = (time.perf_counter() - t0) / a.iters * 1e6
-                times[k].append(W.allreduce(dt, op=MPI.MAX))
+        times = mpi_rounds(variants(buf, tmp), a.iters, a.rounds, a.cuda)
         if W.rank == 0:
-            base = statistics.median(times["single"])
-            row = "  ".join(f"{k} {statistics.median(t):.0f}" + (
-                f" ({base / statistics.median(t):.2f}x)" if k != "single" else "")
-                for k, t in times.items())
-            print(f"{size:>9}  {row}", flush=True)
+            print(ratio_row(size, times, "single"), flush=True)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -26,6 +24,7 @@ from mpi4py import MPI
 
 import mcr.comm as dist
 from mcr.work import poll_until
+from probes.probe_util import mpi_rounds, ratio_row
 
 W = MPI.COMM_WORLD
 
@@ -82,24 +81,9 @@ def main() -> None:
               f"{MPI.Get_library_version().splitlines()[0]}", flush=True)
     for size in [int(s) for s in a.sizes.split(",")]:
         buf = torch.ones(size // 4, device="cuda" if a.cuda else "cpu")
-        vs = variants(buf)
-        times: dict[str, list[float]] = {k: [] for k in vs}
-        for fn in vs.values():
-            fn()
-        for _ in range(a.rounds):
-            for k, fn in vs.items():
-                W.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(a.iters):
-                    fn()
-                if a.cuda:
-                    torch.cuda.synchronize()
-                times[k].append(W.allreduce((time.perf_counter() - t0) / a.iters * 1e6, MPI.MAX))
+        times = mpi_rounds(variants(buf), a.iters, a.rounds, a.cuda)
         if W.rank == 0:
-            base = statistics.median(times["block"])
-            print(f"{size:>9}  " + "  ".join(
-                f"{k} {statistics.median(t):.0f} ({base / statistics.median(t):.2f}x)"
-                for k, t in times.items()), flush=True)
+            print(ratio_row(size, times, "block"), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-"""Helpers the GPU probes share: print on rank 0, the slowest rank's value, GPU time per call."""
+"""Helpers the probes share: print on rank 0, the slowest rank's value, GPU time per call, timing
+variants in interleaved rounds under mpirun."""
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 
 import torch
@@ -35,3 +38,31 @@ def gpu_us(fn: Callable[[], None], iters: int = 10, warm: int = 3) -> float:
     e.record()
     torch.cuda.synchronize()
     return worst(s.elapsed_time(e) / iters * 1e3)
+
+
+def mpi_rounds(variants: dict[str, Callable[[], None]], iters: int, rounds: int,
+               cuda: bool) -> dict[str, list[float]]:
+    """Microseconds per call of each variant (slowest rank, by MPI), in interleaved rounds."""
+    from mpi4py import MPI
+    W = MPI.COMM_WORLD
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for fn in variants.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in variants.items():
+            W.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+            times[k].append(W.allreduce((time.perf_counter() - t0) / iters * 1e6, MPI.MAX))
+    return times
+
+
+def ratio_row(size: int, times: dict[str, list[float]], base: str) -> str:
+    """`size  name median (base/it x) ...`, medians of each variant against `base`."""
+    b = statistics.median(times[base])
+    cells = (f"{k} {statistics.median(t):.0f} ({b / statistics.median(t):.2f}x)"
+             for k, t in times.items())
+    return f"{size:>9}  " + "  ".join(cells)
