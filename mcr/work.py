@@ -48,17 +48,18 @@ def _progress() -> None:
         hook()
 
 
-def _timeout_error(what: str, timeout: float) -> McrTimeoutError:
+def timeout_error(what: str, timeout: float) -> McrTimeoutError:
+    """The error of a call (`what`) that did not complete within `timeout` seconds."""
     return McrTimeoutError(
         f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
         "group may not have called it, or ranks issued collectives in a different order "
         "(MCR_CHECK=1 compares every call across ranks).")
 
 
-def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None,
-               progresses: bool = False) -> None:
+def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
+               timeout: float | None = None, progresses: bool = False) -> None:
     """Block the host until done() is true, progressing MPI (unless done() does: an MPI test);
-    raise McrTimeoutError on deadline."""
+    raise McrTimeoutError naming `what` (or what()) on deadline."""
     if done():
         return
     timeout = get_timeout() if timeout is None else timeout
@@ -74,7 +75,7 @@ def poll_until(done: Callable[[], bool], what: str, timeout: float | None = None
             # Yield the core: ranks are often oversubscribed, and Gloo's threads need CPU too.
             time.sleep(1e-5 if spins < 5000 else 1e-3) if spins > 2000 else os.sched_yield()
             if time.monotonic() > deadline:
-                raise _timeout_error(what, timeout)
+                raise timeout_error(what if isinstance(what, str) else what(), timeout)
 
 
 _HELPER: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -279,7 +280,7 @@ class Work(tdist.Work):
         """Raise a library's error as mcr's: a timeout as McrTimeoutError, anything else as
         LibraryError, each naming the call."""
         if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-            raise _timeout_error(self.describe(), secs) from e
+            raise timeout_error(self.describe(), secs) from e
         raise library_error(e, self.describe()) from e
 
     def _block_stream(self) -> None:

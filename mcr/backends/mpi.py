@@ -20,15 +20,18 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..errors import McrTimeoutError
+from ..errors import McrTimeoutError, library_error
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..threads import Futures, Worker
-from ..work import PROGRESS_HOOKS, Work, get_timeout, poll_until, wait_event
+from ..work import PROGRESS_HOOKS, Work, get_timeout, poll_until, timeout_error, wait_event
 from .base import HOST, Backend
 from .staging import PinnedPool, view_as
 
 _INT_MAX = 2**31 - 1
+_NONBLOCKING = {n: "I" + n[0].lower() + n[1:] for n in (
+    "Allreduce", "Allgather", "Allgatherv", "Reduce_scatter_block", "Alltoallv", "Bcast",
+    "Reduce", "Gather", "Scatter", "Barrier")}   # MPI's non-blocking form of each collective
 
 
 def cuda_aware_mpi(setting: str) -> bool:
@@ -166,7 +169,8 @@ class MpiBackend(Backend):
         return t if t.is_cuda else t.numpy()
 
     def _typed(self, t: torch.Tensor) -> list:
-        return [self._np(t.reshape(-1)), self._types[t.dtype]]
+        # A contiguous tensor of any shape is one buffer to MPI: no reshape needed.
+        return [self._np(t), self._types[t.dtype]]
 
     def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
               keep: tuple, source: Callable[[], int] | None = None,
@@ -191,7 +195,7 @@ class MpiBackend(Backend):
         and a non-blocking one still completes in any order. Returns (requests, worker handle).
         """
         comm = g.handles[self.name]
-        nonblocking = getattr(comm, "I" + name[0].lower() + name[1:])
+        nonblocking = getattr(comm, _NONBLOCKING[name])
         if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
             if not (self._worker and self._worker.pending):
                 return [nonblocking(*args)], None
@@ -218,46 +222,71 @@ class MpiBackend(Backend):
 
     def _coll(self, op: str, g: Group, name: str, args: tuple, nbytes: int, shared: bool,
               after: list[Callable[[], None]], keep: tuple,
-              blocking_fn: Callable[[Any], None] | None = None) -> Work:
-        """_issue, then the Work; shared: nbytes is the same on every rank of g."""
+              blocking_fn: Callable[[Any], None] | None = None, *, sync: bool) -> Work | None:
+        """_issue, then the Work, or (sync) complete the call here and return None: a
+        synchronous call skips the Work object, which costs more host time than a small MPI
+        call itself. shared: nbytes is the same on every rank of g."""
         reqs, fut = self._issue(g, name, args, nbytes if shared else -1, blocking_fn)
-        return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut)
+        if not sync:
+            return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut)
+        what = lambda: f"{op} on backend '{self.name}' ({nbytes} bytes)"  # noqa: E731
+        try:
+            if fut is not None:
+                fut.wait()
+            elif len(reqs) == 1:
+                poll_until(reqs[0].Test, what, progresses=True)
+            else:
+                poll_until(lambda: self.MPI.Request.Testall(reqs), what, progresses=True)
+        except McrTimeoutError:
+            raise
+        except TimeoutError as e:
+            raise timeout_error(what(), get_timeout()) from e
+        except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
+            raise library_error(e, what()) from e
+        for fn in after:
+            fn()
+        return None
 
     # -- collectives -----------------------------------------------------------------------
 
-    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
+    def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *,
+                   sync: bool = False) -> Work | None:
         """MPI_Allreduce in place, blocking ones in chunks of MCR_MPI_CHUNK_BYTES (avg: sum,
         then divide)."""
         (h,), after = self._stage([(t, True)])
-        op, flat = self._ops[redop], h.reshape(-1)
-        step = max(1, self.chunk_bytes // t.element_size())
-
-        def chunked(comm: Any) -> None:
-            for a in range(0, flat.numel(), step):
-                comm.Allreduce(self.MPI.IN_PLACE, self._typed(flat[a:a + step]), op)
+        op = self._ops[redop]
         return self._coll(ALL_REDUCE, g, "Allreduce", (self.MPI.IN_PLACE, self._typed(h), op),
                           t.numel() * t.element_size(), True,
-                          self._avg(h, redop, g.size) + after, (t, h), chunked)
+                          self._avg(h, redop, g.size) + after, (t, h),
+                          lambda comm: self._chunks(comm, h, op), sync=sync)
+
+    def _chunks(self, comm: Any, h: torch.Tensor, op: Any) -> None:
+        """Blocking all-reduce of h in place, MCR_MPI_CHUNK_BYTES at a time (on the worker)."""
+        flat = h.reshape(-1)
+        step = max(1, self.chunk_bytes // h.element_size())
+        for a in range(0, flat.numel(), step):
+            comm.Allreduce(self.MPI.IN_PLACE, self._typed(flat[a:a + step]), op)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
-                   sync: bool = False) -> Work:
+                   sync: bool = False) -> Work | None:
         """MPI_Allgather of bytes."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         return self._coll("all_gather", g, "Allgather",
                           ([self._bytes(hi), self.MPI.BYTE], [self._bytes(ho), self.MPI.BYTE]),
-                          out.numel() * out.element_size(), True, after, (hi, ho, inp, out))
+                          out.numel() * out.element_size(), True, after, (hi, ho, inp, out),
+                          sync=sync)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
-                       sync: bool = False) -> Work:
+                       sync: bool = False) -> Work | None:
         """MPI_Reduce_scatter_block (avg: sum, then divide)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         return self._coll("reduce_scatter", g, "Reduce_scatter_block",
                           (self._typed(hi), self._typed(ho), self._ops[redop]),
                           inp.numel() * inp.element_size(), True,
-                          self._avg(ho, redop, g.size) + after, (hi, ho, inp, out))
+                          self._avg(ho, redop, g.size) + after, (hi, ho, inp, out), sync=sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work | None:
         """MPI_Alltoallv of bytes (non-blocking form always: counts may differ by rank)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         es = inp.element_size()
@@ -269,16 +298,16 @@ class MpiBackend(Backend):
         return self._coll("all_to_all", g, "Alltoallv",
                           ([self._bytes(hi), layout(in_counts), self.MPI.BYTE],
                            [self._bytes(ho), layout(out_counts), self.MPI.BYTE]),
-                          inp.numel() * es, False, after, (hi, ho, inp, out))
+                          inp.numel() * es, False, after, (hi, ho, inp, out), sync=sync)
 
-    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work | None:
         """MPI_Bcast of bytes."""
         (h,), after = self._stage([(t, g.rank == root)])
         return self._coll("broadcast", g, "Bcast", ([self._bytes(h), self.MPI.BYTE], root),
-                          t.numel() * t.element_size(), True, after, (t, h))
+                          t.numel() * t.element_size(), True, after, (t, h), sync=sync)
 
     def reduce(self, t: torch.Tensor, redop: Any, root: int, g: Group, *,
-               sync: bool = False) -> Work:
+               sync: bool = False) -> Work | None:
         """MPI_Reduce in place at the root (avg: sum, then divide at the root)."""
         (h,), after = self._stage([(t, True)])
         op = self._ops[redop]
@@ -288,10 +317,10 @@ class MpiBackend(Backend):
         else:
             args = (self._typed(h), None, op, root)
         return self._coll("reduce", g, "Reduce", args, t.numel() * t.element_size(), True,
-                          after, (t, h))
+                          after, (t, h), sync=sync)
 
     def gather(self, out: torch.Tensor | None, inp: torch.Tensor, root: int, g: Group, *,
-               sync: bool = False) -> Work:
+               sync: bool = False) -> Work | None:
         """MPI_Gather of bytes."""
         pairs = [(inp, True)] + ([(out, False)] if out is not None else [])
         views, after = self._stage(pairs)
@@ -299,10 +328,10 @@ class MpiBackend(Backend):
         return self._coll("gather", g, "Gather",
                           ([self._bytes(views[0]), self.MPI.BYTE], recv, root),
                           inp.numel() * inp.element_size() * g.size, True, after,
-                          (views, inp, out))
+                          (views, inp, out), sync=sync)
 
     def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
-                sync: bool = False) -> Work:
+                sync: bool = False) -> Work | None:
         """MPI_Scatter of bytes."""
         pairs = [(out, False)] + ([(inp, True)] if inp is not None else [])
         views, after = self._stage(pairs)
@@ -310,7 +339,7 @@ class MpiBackend(Backend):
         return self._coll("scatter", g, "Scatter",
                           (send, [self._bytes(views[0]), self.MPI.BYTE], root),
                           out.numel() * out.element_size() * g.size, True, after,
-                          (views, inp, out))
+                          (views, inp, out), sync=sync)
 
     def send(self, t: torch.Tensor, peer: int, tag: int, g: Group) -> Work:
         """MPI_Isend of bytes."""
@@ -329,9 +358,9 @@ class MpiBackend(Backend):
         w._mpi_test = lambda reqs: reqs[0].Test(status)
         return w
 
-    def barrier(self, g: Group, *, sync: bool = False) -> Work:
+    def barrier(self, g: Group, *, sync: bool = False) -> Work | None:
         """MPI_Ibarrier."""
-        return self._coll("barrier", g, "Barrier", (), 0, False, [], ())
+        return self._coll("barrier", g, "Barrier", (), 0, False, [], (), sync=sync)
 
     # -- objects ---------------------------------------------------------------------------
 
