@@ -37,9 +37,11 @@ class _Works:
         self.works = works
 
     def is_completed(self) -> bool:
+        """Have all lanes finished?"""
         return all(w.is_completed() for w in self.works)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
+        """Wait for every lane (each with the timeout, or its group's)."""
         for w in self.works:
             if timeout is None:
                 w.wait()
@@ -68,6 +70,9 @@ class _Lanes:
         self.name = ""
 
     def get(self, n: int) -> list[Any]:
+        """The first n lane groups (made now where missing: collective over the members)."""
+        if len(self.pgs) >= n:
+            return self.pgs[:n]
         if not self.name:
             k = _Lanes.made.get(self.ranks, 0)
             _Lanes.made[self.ranks] = k + 1
