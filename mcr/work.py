@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from .errors import McrTimeoutError, library_error
+from .errors import McrError, McrTimeoutError, library_error
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -54,6 +54,16 @@ def timeout_error(what: str, timeout: float) -> McrTimeoutError:
         f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
         "group may not have called it, or ranks issued collectives in a different order "
         "(MCR_CHECK=1 compares every call across ranks).")
+
+
+def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
+    """A library's error as mcr's, naming the call: mcr's own as they are, a timeout as
+    McrTimeoutError, anything else as LibraryError."""
+    if isinstance(e, McrError):
+        return e
+    if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+        return timeout_error(what, secs)
+    return library_error(e, what)
 
 
 def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
@@ -284,11 +294,8 @@ class Work(tdist.Work):
             self._raise(e, secs)
 
     def _raise(self, e: Exception, secs: float) -> None:
-        """Raise a library's error as mcr's: a timeout as McrTimeoutError, anything else as
-        LibraryError, each naming the call."""
-        if "timeout" in str(e).lower() or "timed out" in str(e).lower():
-            raise timeout_error(self.describe(), secs) from e
-        raise library_error(e, self.describe()) from e
+        """Raise a library's error as mcr's (mcr_error), naming the call."""
+        raise mcr_error(e, self.describe(), secs) from e
 
     def _block_stream(self) -> None:
         ev = torch.cuda.Event()

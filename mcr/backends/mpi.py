@@ -20,11 +20,11 @@ import torch
 import torch.distributed as tdist
 
 from ..config import Config
-from ..errors import McrTimeoutError, library_error
+from ..errors import McrTimeoutError
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..threads import Futures, Worker
-from ..work import PROGRESS_HOOKS, Work, get_timeout, poll_until, timeout_error, wait_event
+from ..work import PROGRESS_HOOKS, Work, get_timeout, mcr_error, poll_until, wait_event
 from .base import HOST, Backend
 from .staging import PinnedPool, view_as
 
@@ -237,12 +237,8 @@ class MpiBackend(Backend):
                 poll_until(reqs[0].Test, what, progresses=True)
             else:
                 poll_until(lambda: self.MPI.Request.Testall(reqs), what, progresses=True)
-        except McrTimeoutError:
-            raise
-        except TimeoutError as e:
-            raise timeout_error(what(), get_timeout()) from e
         except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
-            raise library_error(e, what()) from e
+            raise mcr_error(e, what(), get_timeout()) from e
         for fn in after:
             fn()
         return None
