@@ -21,8 +21,8 @@ from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
 from ..work import Work
 from .base import HOST, Backend
+from .lanes import COUNTS
 
-COUNTS = (2, 4, 8)
 _C10D = torch._C._distributed_c10d
 _SUPPORTED = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
               torch.uint8, torch.int32, torch.int64}
@@ -94,6 +94,11 @@ class GlooLanesBackend(Backend):
     def __init__(self, lanes: int) -> None:
         self.name = f"gloo_lanes{lanes}"
         self.lanes = lanes
+        # Gloo copies the options per call: built once per reduce op, as torch_pg does.
+        self._opts: dict[Any, Any] = {}
+        for redop, gloo_op in _OPS.items():
+            self._opts[redop] = o = _C10D.AllreduceOptions()
+            o.reduceOp = gloo_op
 
     def bind(self, spec: Spec) -> Any:
         """The group's shared lanes (their process groups are made at the first call)."""
@@ -122,8 +127,7 @@ class GlooLanesBackend(Backend):
         """Each lane all-reduces its slice of t in place on its own Gloo group."""
         pgs = g.handles[self.name].get(self.lanes)
         flat, n = t.view(-1), t.numel()
-        opts = _C10D.AllreduceOptions()
-        opts.reduceOp = _OPS[redop]
+        opts = self._opts[redop]
         works = []
         for i, pg in enumerate(pgs):
             part = flat[n * i // self.lanes:n * (i + 1) // self.lanes]

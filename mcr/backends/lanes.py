@@ -71,14 +71,12 @@ class MpiLanesBackend(Backend):
     def __init__(self, lane_set: LaneSet, lanes: int) -> None:
         self.name = f"mpi_lanes{lanes}"
         self.set, self.mpi, self.lanes = lane_set, lane_set.mpi, lanes
-        MPI = self.mpi.MPI
-        self._multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
     def bind(self, spec: Spec) -> Any:
         """The group's MPI communicator (lanes duplicate it on first use)."""
         if not spec.member or "mpi" not in spec.handles:
             return None
-        if not self._multiple:
+        if not self.mpi._multiple:
             spec.notes[self.name] = "MPI was initialized without MPI_THREAD_MULTIPLE (lanes " \
                                     "call it from several threads)"
             return None
