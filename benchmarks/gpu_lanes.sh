@@ -7,11 +7,15 @@
 #         CPU tensors, A B on GPU tensors, each beside bare MPI_Allreduce (probes/probe_mpi_wait.py);
 #   osu   the staged MPI path on one core (mpi) against MPI lanes and Gloo lanes, interleaved in
 #         rounds inside each run, CPU and GPU tensors;
-#   tune  the tuner's pick among them for CPU tensors on this host's cores;
-#   hier  the hierarchical collectives bit-exact on GPU tensors (4 ranks as 2 nodes of 2).
+#   tune  the tuner's pick among them on this host's cores (TUNE_DEVS: cpu, cuda or both);
+#   hier  the hierarchical collectives bit-exact on GPU tensors (4 ranks as 2 nodes of 2);
+#   ab    Gloo lanes on GPU tensors, this tree's mcr/backends/gloo_lanes.py (new) against the
+#         file $AB_OLD (a previous version, swapped in for its runs), alternated 3 x A B;
+#   test  the `gpu` tests that run on one GPU (host-staged paths against torch).
 # Logs and CSVs go to $OUT.
 set -uo pipefail
 PARTS=${PARTS:-"wait osu tune hier"}
+OSU="python3 -m benchmarks.osu_allreduce -t float32 -i 20 -x 3 --max-seconds 1.5 -c"
 . benchmarks/gpu_env.sh
 # The single-core baseline is MPI's staged path (a CUDA-aware MPI would read device memory).
 export MCR_LOCAL_SIZE=1 MCR_MPI_CUDA_AWARE=0
@@ -38,9 +42,39 @@ for dev in ${DEVS:-cpu cuda}; do
     --backend $LANES --rounds 5 --max-seconds 1.5 -c --csv "$OUT/lanes_$dev.csv" > "$OUT/lanes_$dev.log" 2>&1
   echo "osu all_reduce $dev rc=$? at $((SECONDS - T0)) s"; grep -E "^#|^ +[0-9]" "$OUT/lanes_$dev.log" | tail -n 45
 done
-[[ $PARTS == *tune* ]] && $MPI python3 -m mcr.tuner -d cpu --ops all_reduce -m 4KiB:64MiB -i 10 --rounds 3 \
-  --backend gloo,mpi,mpi_lanes2,mpi_lanes4,mpi_lanes8,gloo_lanes2,gloo_lanes4,gloo_lanes8 \
-  --out "$OUT/cpu_2x1" > "$OUT/tune.log" 2>&1 && { echo "tune at $((SECONDS - T0)) s"; python3 -m mcr.tuner show "$OUT/cpu_2x1.yaml"; }
+if [[ $PARTS == *ab* ]]; then
+  cp mcr/backends/gloo_lanes.py /tmp/gloo_lanes_new.py
+  for v in new old new old new old; do
+    if [[ $v == new ]]; then cp /tmp/gloo_lanes_new.py mcr/backends/gloo_lanes.py; else cp "$AB_OLD" mcr/backends/gloo_lanes.py; fi
+    MCR_BACKEND=mpi $MPI -x MCR_BACKEND $OSU -d cuda -m 256KiB:64MiB -f 4 --rounds 3 \
+      --backend mpi,gloo_lanes2,gloo_lanes4,gloo_lanes8 2>&1 | grep -aE "^ +[0-9]" | sed "s/^/$v /"
+  done > "$OUT/ab_gloo_lanes.log"
+  cp /tmp/gloo_lanes_new.py mcr/backends/gloo_lanes.py
+  echo "ab rc=$? at $((SECONDS - T0)) s"
+  python3 - "$OUT/ab_gloo_lanes.log" <<'PY'
+import collections, statistics, sys
+t = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) > 4 and f[3].replace(".", "").isdigit():
+        t[(int(f[1]), f[2], f[0])].append(float(f[4]))   # median latency of each run
+for size, be in sorted({(s, b) for s, b, _ in t}):
+    new, old = t[(size, be, "new")], t[(size, be, "old")]
+    if new and old:
+        print(f"{size:>10} {be:>12} new {statistics.median(new):9.1f} us {min(new):9.1f}-{max(new):<9.1f}"
+              f" old {statistics.median(old):9.1f} us {min(old):9.1f}-{max(old):<9.1f}"
+              f" old/new {statistics.median(old) / statistics.median(new):5.2f}")
+PY
+fi
+[[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
+for dev in ${TUNE_DEVS:-cpu}; do
+  [[ $PARTS == *tune* ]] || break
+  # gloo declines GPU tensors: the CUDA candidates are the staged MPI path and the lanes
+  be=mpi,mpi_lanes2,mpi_lanes4,mpi_lanes8,gloo_lanes2,gloo_lanes4,gloo_lanes8; [[ $dev == cpu ]] && be=gloo,$be
+  $MPI python3 -m mcr.tuner -d $dev -t float32 --ops all_reduce -m 4KiB:64MiB -i 10 --rounds 3 \
+    --backend $be --out "$OUT/${dev}_2x1" > "$OUT/tune_$dev.log" 2>&1 \
+    && { echo "tune $dev at $((SECONDS - T0)) s"; python3 -m mcr.tuner show "$OUT/${dev}_2x1.yaml"; }
+done
 [[ $PARTS == *hier* ]] && MCR_LOCAL_SIZE=2 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 $X \
   -x MCR_TUNING_TABLE="$PWD/benchmarks/hier_parts_cuda.yaml" -x MCR_HIER_CHUNK_BYTES=256KiB \
   python3 tests/workers/hier_worker.py --device cuda --flat mpi,mpi_lanes2,gloo_lanes2 --ops 200 \

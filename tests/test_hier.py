@@ -118,3 +118,21 @@ def test_local_size_errors():
     from conftest import run_mpi
     out = run_mpi(4, "hier_worker.py", env={"MCR_LOCAL_SIZE": "3"}, check=False, timeout=120)
     assert out.count("MCR_LOCAL_SIZE=3 does not divide the world of 4 ranks") == 4, out[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_host_staged_cuda(tmp_path):
+    """GPU tensors through every host-staged path (MPI, its lanes, Gloo lanes, hier over them):
+    4 ranks sharing the GPUs there are, as 2 nodes of 2, against torch's results."""
+    from conftest import run_mpi
+    table = _table(tmp_path, "mpi", "mpi", "gloo_lanes4")
+    with open(table, "r+") as f:
+        text = f.read().replace("device: cpu", "device: cuda")
+        f.seek(0)
+        f.write(text)
+    env = dict(SPLIT, MCR_TUNING_TABLE=table, MCR_MPI_CUDA_AWARE="0")
+    out = run_mpi(4, "hier_worker.py", "--device", "cuda", "--ops", "200", "--flat",
+                  "mpi,mpi_lanes2,gloo_lanes2,gloo_lanes8", "--expect",
+                  "all_gather=hier,reduce_scatter=hier", env=env, timeout=600)
+    assert out.count("HIER OK 200 ops") == 4, out[-3000:]

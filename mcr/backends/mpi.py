@@ -26,7 +26,7 @@ from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..threads import Futures, Worker
 from ..work import PROGRESS_HOOKS, Work, get_timeout, mcr_error, poll_until, wait_event
 from .base import HOST, Backend
-from .staging import PinnedPool, view_as
+from .staging import PinnedPool, stage_in
 
 _INT_MAX = 2**31 - 1
 _NONBLOCKING = {n: "I" + n[0].lower() + n[1:] for n in (
@@ -130,36 +130,17 @@ class MpiBackend(Backend):
                ) -> tuple[list[torch.Tensor], list[Callable[[], None]]]:
         """Host-visible stand-ins for tensors; (tensor, copy_in). Returns views and copy-backs.
 
-        GPU tensors: wait (polling, MPI progressing) until the producing stream has written them,
-        then hand MPI either the device memory (CUDA-aware) or a pinned copy.
+        GPU tensors: MPI reads the device memory (CUDA-aware) once the producing stream has
+        written it (the host polls, MPI progressing), or pinned copies (stage_in).
         """
         if not any(t.is_cuda for t, _ in tensors):
             return [t for t, _ in tensors], []
-        views: list[torch.Tensor] = []
-        after: list[Callable[[], None]] = []
-        if self.cuda_aware:
-            views = [t for t, _ in tensors]
-        else:
-            for t, copy_in in tensors:
-                buf = self.pool.get(t.numel() * t.element_size())
-                host = view_as(buf, t)
-                if copy_in:
-                    host.copy_(t, non_blocking=True)
-                views.append(host)
-                after.append(self._copy_back(t, host, buf))
+        if not self.cuda_aware:
+            return stage_in(self.pool, tensors)
         ready = torch.cuda.Event()
         ready.record()
         wait_event(ready, "GPU producer of an MPI buffer")
-        return views, after
-
-    def _copy_back(self, t: torch.Tensor, host: torch.Tensor, buf: torch.Tensor
-                   ) -> Callable[[], None]:
-        def fn() -> None:
-            t.copy_(host, non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record()
-            self.pool.put(buf, ev)
-        return fn
+        return [t for t, _ in tensors], []
 
     def _bytes(self, t: torch.Tensor) -> Any:
         return self._np(t.reshape(-1).view(torch.uint8))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..work import wait_event
@@ -39,3 +41,33 @@ def view_as(buf: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """buf's first bytes viewed with like's dtype and shape."""
     n = like.numel() * like.element_size()
     return buf[:n].view(like.dtype).view(like.shape)
+
+
+def stage_in(pool: PinnedPool, tensors: list[tuple[torch.Tensor, bool]]
+             ) -> tuple[list[torch.Tensor], list[Callable[[], None]]]:
+    """Pinned host stand-ins for GPU tensors, given as (tensor, copy_in); returns the views,
+    readable once this returns (the host polls until the current stream has copied them), and
+    the copy-backs to run after the library is done with them."""
+    views: list[torch.Tensor] = []
+    after: list[Callable[[], None]] = []
+    for t, copy_in in tensors:
+        buf = pool.get(t.numel() * t.element_size())
+        host = view_as(buf, t)
+        if copy_in:
+            host.copy_(t, non_blocking=True)
+        views.append(host)
+        after.append(_copy_back(pool, t, host, buf))
+    ready = torch.cuda.Event()
+    ready.record()
+    wait_event(ready, "the GPU producer of a host-staged buffer")
+    return views, after
+
+
+def _copy_back(pool: PinnedPool, t: torch.Tensor, host: torch.Tensor, buf: torch.Tensor
+               ) -> Callable[[], None]:
+    def fn() -> None:
+        t.copy_(host, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record()
+        pool.put(buf, ev)
+    return fn
