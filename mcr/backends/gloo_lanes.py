@@ -4,11 +4,11 @@ A Gloo process group runs its collectives on its own C++ thread over its own TCP
 groups all-reducing N slices at once use N cores for the copies and the reduction, with no
 Python thread hand-off. Open MPI serializes one process's collectives, whatever thread or
 communicator issues them (NOTES.md, issue 13: eight MPI lanes ran no faster than one), so this
-is where lanes scale on a host. A GPU tensor goes through one reused pinned buffer, slice by
-slice on one side stream, and each lane starts as soon as its slice has landed and goes back as
-soon as it is reduced, so copies overlap the other lanes' reductions (handed GPU slices, Gloo
-would stage each itself, with a stream, a copy and a synchronization per lane per call). Each
-lane count is a backend (gloo_lanes2, 4, 8): the tuner picks it.
+is where lanes scale on a host. GPU tensors are handed to Gloo, which stages each slice through
+pinned memory on its own stream, from its own thread: staging them in mcr instead (one pinned
+buffer, slice by slice on a side stream, lanes started as their slices landed) was 0.73-0.98x
+as fast, Python's cost per lane (NOTES.md, issue 13, third pass). Each lane count is a backend
+(gloo_lanes2, 4, 8): the tuner picks it.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import torch.distributed as tdist
 
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..work import Work, wait_event
+from ..work import Work
 from .base import HOST, Backend
 from .lanes import COUNTS
-from .staging import PinnedPool, view_as
 
 _C10D = torch._C._distributed_c10d
 _SUPPORTED = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
@@ -50,38 +49,6 @@ class _Works:
                 w.wait()
             else:
                 w.wait(timeout)
-        return True
-
-
-class _Staged:
-    """torch-work-like handle over the lanes of a GPU tensor staged through pinned memory: as
-    each lane's work completes, its slice is divided (avg) and copied back on the side stream;
-    `done` then marks the last copy."""
-
-    __slots__ = ("works", "parts", "stream", "divide", "done")
-
-    def __init__(self, works: list[Any], parts: list[tuple[torch.Tensor, torch.Tensor]],
-                 stream: torch.cuda.Stream, divide: int) -> None:
-        self.works, self.parts, self.stream, self.divide = works, parts, stream, divide
-        self.done: torch.cuda.Event | None = None
-
-    def is_completed(self) -> bool:
-        """Have all lanes reduced (the copies back may be pending)?"""
-        return all(w.is_completed() for w in self.works)
-
-    def wait(self, timeout: timedelta | None = None) -> bool:
-        """Wait for each lane in turn and send its slice back."""
-        with torch.cuda.stream(self.stream):
-            for w, (dev, host) in zip(self.works, self.parts):
-                if timeout is None:
-                    w.wait()
-                else:
-                    w.wait(timeout)
-                if self.divide > 1:
-                    host.div_(self.divide)
-                dev.copy_(host, non_blocking=True)
-            self.done = torch.cuda.Event()
-            self.done.record(self.stream)
         return True
 
 
@@ -126,11 +93,9 @@ class GlooLanesBackend(Backend):
     domain = HOST
     serves = frozenset({ALL_REDUCE})
 
-    def __init__(self, lanes: int, pool: PinnedPool) -> None:
+    def __init__(self, lanes: int) -> None:
         self.name = f"gloo_lanes{lanes}"
         self.lanes = lanes
-        self.pool = pool   # shared by the lane counts
-        self._streams: dict[int, torch.cuda.Stream] = {}   # per device: the staging copies
         # Gloo copies the options per call: built once per reduce op, as torch_pg does.
         self._opts: dict[Any, Any] = {}
         for redop, gloo_op in _OPS.items():
@@ -161,48 +126,18 @@ class GlooLanesBackend(Backend):
         return None
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
-        """Each lane all-reduces its slice of t (of its pinned copy, for a GPU tensor) in
-        place on its own Gloo group."""
+        """Each lane all-reduces its slice of t in place on its own Gloo group."""
         pgs = g.handles[self.name].get(self.lanes)
         flat, n = t.view(-1), t.numel()
-        cuts = [(n * i // self.lanes, n * (i + 1) // self.lanes) for i in range(self.lanes)]
-        cuts = [(a, b) for a, b in cuts if b > a]
         opts = self._opts[redop]
-        avg = redop == tdist.ReduceOp.AVG
-        if t.is_cuda:
-            return self._staged(t, g, pgs, cuts, opts, avg)
-        works = [pg.allreduce([flat[a:b]], opts) for pg, (a, b) in zip(pgs, cuts)]
-        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Works(works),
-                    after=[lambda: t.div_(g.size)] if avg else [], keep=(t,))
-
-    def _staged(self, t: torch.Tensor, g: Group, pgs: list[Any], cuts: list[tuple[int, int]],
-                opts: Any, avg: bool) -> Work:
-        """A GPU tensor's lanes: slices copied to pinned memory in order on a side stream, each
-        lane started once its slice is there (the host polls its event)."""
-        stream = self._streams.get(t.device.index)
-        if stream is None:
-            stream = self._streams[t.device.index] = torch.cuda.Stream(t.device)
-        buf = self.pool.get(t.nbytes)
-        flat, host = t.view(-1), view_as(buf, t).view(-1)
-        stream.wait_stream(torch.cuda.current_stream(t.device))   # t's producer
-        parts, landed = [], []
-        with torch.cuda.stream(stream):
-            for a, b in cuts:
-                parts.append((flat[a:b], host[a:b]))
-                host[a:b].copy_(flat[a:b], non_blocking=True)
-                landed.append(torch.cuda.Event())
-                landed[-1].record(stream)
         works = []
-        for pg, ev, (_, h) in zip(pgs, landed, parts):
-            wait_event(ev, "a GPU slice's copy to the host for a Gloo lane")
-            works.append(pg.allreduce([h], opts))
-        staged = _Staged(works, parts, stream, g.size if avg else 1)
-
-        def back() -> None:
-            torch.cuda.current_stream(t.device).wait_event(staged.done)
-            self.pool.put(buf, staged.done)
-        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=staged,
-                    after=[back], keep=(t, buf))
+        for i, pg in enumerate(pgs):
+            part = flat[n * i // self.lanes:n * (i + 1) // self.lanes]
+            if part.numel():
+                works.append(pg.allreduce([part], opts))
+        after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
+        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Works(works),
+                    after=after, keep=(t,))
 
 
 R = tdist.ReduceOp
