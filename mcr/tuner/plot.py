@@ -75,11 +75,13 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     seq = winners(rows, default).get(p.op, [])
     top = max(s for s, _ in seq)
     lo_x = min(s for s, _ in seq)
-    for lo, hi, be in ranges(seq):
+    for i, (lo, hi, be) in enumerate(ranges(seq)):
         a, b = max(lo, lo_x), min(hi, top * 4)
         ax.axvspan(a, b, color=COLORS.get(be, "grey"), alpha=0.12, lw=0)
-        ax.text((a * b) ** 0.5, 0.97, f"chosen: {be}", transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=7, color=COLORS.get(be, "grey"))
+        # Alternate heights: the names of narrow neighbouring ranges would overlap.
+        ax.text((a * b) ** 0.5, 0.97 - 0.06 * (i % 2), f"chosen: {be}",
+                transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7,
+                color=COLORS.get(be, "grey"))
     ax.axvspan(top, top * 4, facecolor="none", edgecolor="grey", hatch="//", lw=0,
                label="extrapolated")
     ax.set_xlim(lo_x / 1.5, top * 4)
