@@ -8,7 +8,6 @@ Every host block has a deadline (MCR_TIMEOUT_S) and keeps MPI progressing while 
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import os
 import time
@@ -95,13 +94,15 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
                 raise timeout_error(what if isinstance(what, str) else what(), timeout)
 
 
-_HELPER: list[concurrent.futures.ThreadPoolExecutor] = []
+_HELPER: list = []   # the one threads.Worker that _helper() makes
 
 
-def _helper() -> concurrent.futures.ThreadPoolExecutor:
-    """One thread that blocks in a host library's wait on behalf of a polling caller."""
+def _helper() -> Any:
+    """One daemon thread that blocks in a host library's wait on behalf of a polling caller
+    (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
     if not _HELPER:
-        _HELPER.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcr-wait"))
+        from .threads import Worker  # threads imports this module's get_timeout
+        _HELPER.append(Worker("mcr-wait"))
     return _HELPER[0]
 
 
