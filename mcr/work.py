@@ -13,12 +13,15 @@ import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as tdist
 
 from .errors import McrError, McrTimeoutError, library_error
+
+if TYPE_CHECKING:
+    from .threads import Worker
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -94,10 +97,10 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
                 raise timeout_error(what if isinstance(what, str) else what(), timeout)
 
 
-_HELPER: list = []   # the one threads.Worker that _helper() makes
+_HELPER: list[Worker] = []
 
 
-def _helper() -> Any:
+def _helper() -> Worker:
     """One daemon thread that blocks in a host library's wait on behalf of a polling caller
     (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
     if not _HELPER:
