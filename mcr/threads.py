@@ -26,12 +26,18 @@ class Worker:
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         # Each counter has one writer (the submitting thread, the worker), so no lock is needed.
         self._submitted = self._finished = 0
+        self._since = 0.0   # monotonic start of the call running now; 0.0 while idle
         threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     @property
     def pending(self) -> int:
         """Calls submitted that have not returned yet."""
         return self._submitted - self._finished
+
+    def running_for(self) -> float:
+        """Seconds the call running now has run (0.0 while idle)."""
+        since = self._since
+        return time.monotonic() - since if since else 0.0
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
         """Queue fn(*args); its Future holds the result or the exception."""
@@ -43,12 +49,15 @@ class Worker:
     def _loop(self) -> None:
         while True:
             fut, fn, args = self._inbox.get()
+            self._since = time.monotonic()
             try:
                 result = fn(*args)
             except BaseException as e:  # noqa: BLE001 - handed to the waiter
+                self._since = 0.0
                 self._finished += 1
                 fut.set_exception(e)
             else:
+                self._since = 0.0
                 self._finished += 1
                 fut.set_result(result)
 

@@ -249,7 +249,7 @@ class Work(tdist.Work):
                 # MPI_Test drives MPI's whole progress engine: no separate nudge needed.
                 poll_until(lambda: test(reqs), self.describe(), secs, progresses=True)
             except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
-                raise library_error(e, self.describe()) from e
+                raise mcr_error(e, self.describe(), secs) from e
         self._complete()
         return True
 

@@ -177,6 +177,8 @@ class MpiBackend(Backend):
         """
         comm = g.handles[self.name]
         nonblocking = getattr(comm, _NONBLOCKING[name])
+        if self._worker is not None and self._worker.pending:
+            self._not_stuck(name)
         if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
             if not (self._worker and self._worker.pending):
                 return [nonblocking(*args)], None
@@ -193,6 +195,17 @@ class MpiBackend(Backend):
             self._worker = Worker("mcr-mpi")
         fn = getattr(comm, name) if blocking_fn is None else (lambda *_: blocking_fn(comm))
         return [], Futures([self._worker.submit(fn, *args)])
+
+    def _not_stuck(self, name: str) -> None:
+        """Refuse a call at once, rather than after another deadline, when the worker is still
+        inside a blocking collective that already timed out: MPI cannot interrupt it."""
+        secs, limit = self._worker.running_for(), get_timeout()
+        if secs > limit:
+            raise McrTimeoutError(
+                f"mcr: MPI_{name} not issued: this rank's MPI worker has been inside an earlier "
+                f"blocking MPI collective for {secs:.0f} s, past MCR_TIMEOUT_S ({limit:g} s), "
+                "and MPI cannot interrupt it (a rank of its group never called it). No later "
+                "MPI collective can run on this rank; restart the job.")
 
     def drain(self) -> None:
         """Wait until the worker has returned every call: MPI calls made outside _issue on a

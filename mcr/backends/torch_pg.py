@@ -7,10 +7,9 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..errors import library_error
 from ..groups import Group
 from ..ops import is_premul
-from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work
+from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work, get_timeout, mcr_error
 from .base import STREAM, Backend
 
 
@@ -100,8 +99,8 @@ class TorchPGBackend(Backend):
                 try:
                     w.wait()
                 except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
-                    raise library_error(e, f"{what} of {t.nbytes} B on {self.name}, group "
-                                           f"{g.ranks}") from e
+                    raise mcr_error(e, f"{what} on backend '{self.name}' ({t.nbytes} bytes), "
+                                       f"group {g.ranks}", get_timeout()) from e
             return None
         if not ON_COMPLETE and (self.domain == STREAM or not PROGRESS_HOOKS):
             return w

@@ -24,7 +24,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--backends", default="gloo,mpi,auto")
 ap.add_argument("--dtypes", default="float32,float64,int32,int64,bfloat16")
-ap.add_argument("--big", default="16MiB", help="largest message, bytes with unit")
+ap.add_argument("--big", default="16MiB", choices=["1MiB", "16MiB"], help="largest message")
 args = ap.parse_args()
 
 dist.init_distributed(verbose=False)
