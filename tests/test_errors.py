@@ -6,6 +6,7 @@ import re
 import textwrap
 
 import pytest
+import torch
 from conftest import ROOT, run_mpi, run_torchrun
 
 TABLE = """\
@@ -104,3 +105,9 @@ def test_a_vanished_peer_is_an_mcr_error_naming_the_call():
 
 def test_a_second_init_with_other_arguments_is_an_error():
     _expected(run_mpi(2, "errors_worker.py", "reinit", timeout=120), 2, "CallError")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_host_library_refused_inside_graph_capture():
+    _expected(run_mpi(2, "errors_worker.py", "capture", timeout=120), 2, "BackendUnavailable")

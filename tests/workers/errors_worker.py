@@ -174,6 +174,18 @@ elif scenario == "timeout":
         time.sleep(14)  # never joins: rank 0 must time out rather than hang
     print(f"rank {rank}: ERRORS OK", flush=True)
     os._exit(0)  # pending collectives would make MPI_Finalize wait forever
+elif scenario == "capture":
+    # GPU tensors (ranks may share a GPU): a host library forced inside CUDA graph capture is
+    # refused with the reason, before anything is captured or any rank waits.
+    dist.init_distributed(verbose=False)
+    t = torch.ones(1000, device="cuda")
+    for be in ("mpi", "gloo_lanes2", "mpi_lanes2"):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            expect(BackendUnavailable, lambda: dist.all_reduce(t, backend=be),
+                   f"'{be}'", "cannot run inside CUDA graph capture")
+    dist.all_reduce(t, backend="mpi")   # outside capture the same call runs
+    assert t.tolist() == [float(dist.get_world_size())] * 1000
 elif scenario == "no_mpi":
     dist.init_distributed(verbose=False)
     expect(BackendUnavailable, lambda: dist.all_reduce(torch.ones(3), backend="mpi"),
