@@ -50,16 +50,18 @@ class Worker:
         while True:
             fut, fn, args = self._inbox.get()
             self._since = time.monotonic()
+            error: BaseException | None = None
             try:
                 result = fn(*args)
             except BaseException as e:  # noqa: BLE001 - handed to the waiter
-                self._since = 0.0
-                self._finished += 1
-                fut.set_exception(e)
-            else:
-                self._since = 0.0
-                self._finished += 1
+                error = e
+            # Counted finished before the waiter wakes: it may read `pending` at once.
+            self._since = 0.0
+            self._finished += 1
+            if error is None:
                 fut.set_result(result)
+            else:
+                fut.set_exception(error)
 
 
 class Futures:

@@ -63,7 +63,8 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
     McrTimeoutError, anything else as LibraryError."""
     if isinstance(e, McrError):
         return e
-    if "timeout" in str(e).lower() or "timed out" in str(e).lower():
+    text = str(e).lower()
+    if "timeout" in text or "timed out" in text:
         return timeout_error(what, secs)
     return library_error(e, what)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.distributed as tdist
 
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
@@ -100,9 +99,8 @@ class MpiLanesBackend(Backend):
         op = self.mpi._ops[redop]
         futs = [ls.threads[i].submit(self._lane, i, flat[bounds[i]:bounds[i + 1]], comms[i], op,
                                      ready) for i in range(self.lanes)]
-        after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
         return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=Futures(futs),
-                    after=after, keep=(t,))
+                    after=self.mpi._avg(t, redop, g.size), keep=(t,))
 
     def _lane(self, i: int, part: torch.Tensor, comm: Any, op: Any, ready: Any) -> None:
         """One lane: stage in, all-reduce, stage out (runs on the lane's thread)."""

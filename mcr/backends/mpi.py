@@ -177,10 +177,11 @@ class MpiBackend(Backend):
         """
         comm = g.handles[self.name]
         nonblocking = getattr(comm, _NONBLOCKING[name])
-        if self._worker is not None and self._worker.pending:
+        busy = self._worker is not None and self._worker.pending
+        if busy:
             self._not_stuck(name)
         if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
-            if not (self._worker and self._worker.pending):
+            if not busy:
                 return [nonblocking(*args)], None
             issued = self._worker.submit(nonblocking, *args)
             try:
