@@ -38,15 +38,18 @@ def _size(x: Any) -> int:
     return 0
 
 
-def _wrap(f: Callable[..., Any], api: str, name: str) -> Callable[..., Any]:
-    key = (api, name)
+def count(api: str, name: str, args: tuple, kwargs: dict) -> None:
+    """Count one call that bypassed mcr (for code of mcr's that hands a call on to torch)."""
+    row = COUNTS.setdefault((api, name), [0, 0])
+    row[0] += 1
+    row[1] += max([_size(a) for a in args] + [_size(v) for v in kwargs.values()] + [0])
 
+
+def _wrap(f: Callable[..., Any], api: str, name: str) -> Callable[..., Any]:
     @functools.wraps(f)
     def counted(*args: Any, **kwargs: Any) -> Any:
         if not sys._getframe(1).f_globals.get("__name__", "").startswith("mcr."):
-            row = COUNTS.setdefault(key, [0, 0])
-            row[0] += 1
-            row[1] += max([_size(a) for a in args] + [_size(v) for v in kwargs.values()] + [0])
+            count(api, name, args, kwargs)
         return f(*args, **kwargs)
     counted.__mcr_wrapped__ = f  # type: ignore[attr-defined]
     return counted

@@ -60,6 +60,14 @@ def test_fsdp2_mixed_gloo_mpi_table_async_premul():
     _ok(out, "FSDP OK 20")
 
 
+def test_fsdp2_hsdp_replica_all_reduce_through_mcr():
+    """HSDP (2 replicas x 2 shards): the all-reduce across replicas, which FSDP2 makes through
+    torch.distributed itself, is served by mcr too, on groups mcr did not create."""
+    out = run_mpi(4, "fsdp_worker.py", "--hsdp", "--async", "--divide", "4", "--steps", "10",
+                  "--expect", BOTH + ",all_reduce:gloo", env={"MCR_TUNING_TABLE": MIXED})
+    _ok(out, "FSDP OK 10", 4)
+
+
 def test_fsdp2_mpi_forced():
     out = run_mpi(2, "fsdp_worker.py", "--async", "--expect", "all_gather:mpi,reduce_scatter:mpi",
                   env={"MCR_BACKEND": "mpi"})

@@ -9,17 +9,22 @@ sets them on every FSDPModule of the model (`set_custom_all_gather` /
 group's copy-engine backend can allocate it (GPUs of one node), so a copy-engine all-gather writes
 straight into FSDP2's buffer; they run under the `overlap` table profile (FSDP2 overlaps them with
 compute). Reduce-scatters take SUM, AVG and PREMUL_SUM (a gradient divide factor). Async results
-are torch.distributed.Work objects, which FSDP2 waits on.
+are torch.distributed.Work objects, which FSDP2 waits on. With HSDP (a 2-D mesh: replicate x
+shard), the gradient all-reduce across replicas, which FSDP2 makes through torch.distributed
+itself and has no comm-object hook for, goes through mcr too, for the replicate groups of the
+models installed.
 """
 
 from __future__ import annotations
 
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as tdist
+from torch.distributed.fsdp._fully_shard import _fsdp_collectives
 from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather as _AllGatherApi
 from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _ReduceScatterApi
 
@@ -148,6 +153,48 @@ class ReduceScatter(_ReduceScatterApi):
         return mcr.reduce_scatter_tensor(output_tensor, input_tensor, op, group, async_op)
 
 
+class _ReplicaDist(types.ModuleType):
+    """torch.distributed as FSDP2's collectives module sees it once mcr is installed: all_reduce
+    on the replicate group of an installed model (HSDP's gradient all-reduce) goes through
+    mcr; every other name and group is torch.distributed's own."""
+
+    def __init__(self, real: types.ModuleType) -> None:
+        super().__init__(real.__name__)
+        self._real = real
+        self._groups: dict[int, Any] = {}   # id -> group (held: ids of dead objects are reused)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def route(self, group: Any) -> None:
+        """Send FSDP2's all-reduces on this group through mcr."""
+        self._groups[id(group)] = group
+
+    def all_reduce(self, tensor: torch.Tensor, op: Any = tdist.ReduceOp.SUM, group: Any = None,
+                   async_op: bool = False) -> Any:
+        """mcr.comm.all_reduce on a routed group, else torch.distributed.all_reduce."""
+        if group is not None and id(group) in self._groups:
+            return mcr.all_reduce(tensor, op, group, async_op)
+        f = self._real.all_reduce
+        if hasattr(f, "__mcr_wrapped__"):   # counted here: the counter skips calls from mcr
+            bypass.count("torch.distributed", "all_reduce", (tensor,), {})
+            f = f.__mcr_wrapped__
+        return f(tensor, op=op, group=group, async_op=async_op)
+
+
+def _route_replicas(group: Any) -> bool:
+    """Route HSDP's all-reduce on `group` through mcr; False where this torch's FSDP2 does not
+    make it through its collectives module's `dist` (then it stays torch's, and is counted as
+    bypassing mcr)."""
+    d = getattr(_fsdp_collectives, "dist", None)
+    if d is tdist:
+        d = _fsdp_collectives.dist = _ReplicaDist(tdist)
+    if not isinstance(d, _ReplicaDist):
+        return False
+    d.route(group)
+    return True
+
+
 def _param_groups(module: Any) -> list[Any]:
     state = module._get_fsdp_state()
     groups = getattr(state, "_fsdp_param_groups", None)     # torch >= 2.12
@@ -176,6 +223,9 @@ def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: boo
                                               buffers=buffers))
         if reduce_scatter:
             m.set_custom_reduce_scatter(ReduceScatter())
+            replicas = getattr(groups[0].mesh_info, "replicate_process_group", None)
+            if replicas is not None:
+                _route_replicas(replicas)
         n += 1
     if n == 0:
         raise CallError("mcr.integrations.fsdp.install: the model has no FSDPModule with "

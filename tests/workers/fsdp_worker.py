@@ -6,6 +6,9 @@ see the same data. Losses must be equal bit for bit at every step. --async uses 
 all-gather (the Work must be a torch.distributed.Work for FSDP2 to wait on it); --divide F sets
 a gradient divide factor, which FSDP2 reduce-scatters with PREMUL_SUM(1/F) (Gloo has no
 PREMUL_SUM, so the plain copy sums and divides after: equal bits for a power-of-two F).
+--hsdp shards over half the ranks and replicates over 2 (HSDP); the gradient all-reduce across
+replicas must go through mcr as well (each copy has its own mesh, so the plain one's stays
+torch's).
 Prints `rank R: FSDP OK <steps>`.
 """
 
@@ -28,15 +31,17 @@ ap.add_argument("--async", dest="async_op", action="store_true")
 ap.add_argument("--divide", type=float, default=0.0)
 ap.add_argument("--ring", action="store_true",
                 help="all-gather outputs from mcr's buffer ring (plain memory on CPU)")
+ap.add_argument("--hsdp", action="store_true", help="a 2 x (world / 2) replicate x shard mesh")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
 args = ap.parse_args()
 
 dist.init_distributed(verbose=False)
 rank, world = dist.get_rank(), dist.get_world_size()
-mesh = init_device_mesh("cpu", (world,))
 
 
 def build() -> torch.nn.Module:
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard")) \
+        if args.hsdp else init_device_mesh("cpu", (world,))
     torch.manual_seed(4321)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
                                 torch.nn.Linear(64, 256), torch.nn.GELU(),
@@ -93,6 +98,8 @@ served = sum(r["count"] for r in rows if r["kind"] == "served")
 missed = sum(r["count"] for r in rows if r["kind"] == "bypass") - plain_calls
 assert served >= 0.9 * (served + missed), f"mcr served {served} of {served + missed} calls"
 libs = {(r["op"], r["backend"]) for r in rows if r["kind"] == "served"}
+if args.hsdp:
+    assert any(op == "all_reduce" for op, _ in libs), f"HSDP's all-reduce bypassed mcr: {rows}"
 for want in filter(None, args.expect.split(",")):
     op, lib = want.split(":")
     assert (op, lib) in libs, f"no {op} served by {lib}: {sorted(libs)}"
