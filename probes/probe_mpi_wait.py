@@ -9,7 +9,8 @@ between tests. Times, interleaved in rounds, on one buffer:
   nbpoll    MPI_Iallreduce, then mcr's poll_until on MPI_Test;
   thread    MPI_Allreduce on a helper thread, the caller polling its future;
   chunkN    MPI_Allreduce of N MiB slices one after the other;
-  mcr       mcr.comm.all_reduce(backend="mpi") (MCR_MPI_BLOCKING_BYTES, MCR_MPI_CHUNK_BYTES).
+  mcr       mcr.comm.all_reduce(backend="mpi") (MCR_MPI_BLOCKING_BYTES, MCR_MPI_CHUNK_BYTES);
+  mcrasync  the same with async_op=True, then wait().
 Run under mpirun -np 2 [--cuda].
 """
 
@@ -64,7 +65,8 @@ def variants(buf: torch.Tensor) -> dict[str, Callable[[], None]]:
             "chunk4": chunks(4), "chunk16": chunks(16),
             "nbwait": staged(lambda: W.Iallreduce(MPI.IN_PLACE, host.numpy()).Wait()),
             "nbpoll": staged(nbpoll), "thread": staged(thread),
-            "mcr": lambda: dist.all_reduce(buf, backend="mpi")}
+            "mcr": lambda: dist.all_reduce(buf, backend="mpi"),
+            "mcrasync": lambda: dist.all_reduce(buf, backend="mpi", async_op=True).wait()}
 
 
 def main() -> None:
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("--variants", default="", help="comma-separated subset (default: all)")
     a = ap.parse_args()
     dist.init_distributed()
     if W.rank == 0:
@@ -81,7 +84,10 @@ def main() -> None:
               f"{MPI.Get_library_version().splitlines()[0]}", flush=True)
     for size in [int(s) for s in a.sizes.split(",")]:
         buf = torch.ones(size // 4, device="cuda" if a.cuda else "cpu")
-        times = mpi_rounds(variants(buf), a.iters, a.rounds, a.cuda)
+        vs = variants(buf)
+        if a.variants:
+            vs = {k: vs[k] for k in a.variants.split(",")}
+        times = mpi_rounds(vs, a.iters, a.rounds, a.cuda)
         if W.rank == 0:
             print(ratio_row(size, times, "block"), flush=True)
 

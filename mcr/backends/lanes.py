@@ -96,11 +96,11 @@ class MpiLanesBackend(Backend):
         if t.is_cuda:
             ready = torch.cuda.Event()
             ready.record()
-        op = self.mpi._ops[redop]
+        op, avg = self.mpi._reduction(redop)
         futs = [ls.threads[i].submit(self._lane, i, flat[bounds[i]:bounds[i + 1]], comms[i], op,
                                      ready) for i in range(self.lanes)]
         return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=Futures(futs),
-                    after=self.mpi._avg(t, redop, g.size), keep=(t,))
+                    after=self.mpi._avg(t, avg, g.size), keep=(t,))
 
     def _lane(self, i: int, part: torch.Tensor, comm: Any, op: Any, ready: Any) -> None:
         """One lane: stage in, all-reduce, stage out (runs on the lane's thread)."""
