@@ -109,6 +109,10 @@ def is_premul(op: object) -> bool:
 def premul_factor(op: object) -> object:
     """The factor of a ReduceOp.PREMUL_SUM(factor) (a number or a one-element tensor)."""
     factor = getattr(op, "factor", None)
+    if factor is None and hasattr(op, "__getstate__"):
+        # torch < 2.13 has no `factor` attribute; its pickled state is (PREMUL_SUM, factor).
+        state = op.__getstate__()
+        factor = state[1] if isinstance(state, tuple) and len(state) == 2 else None
     if factor is None:
         raise ValueError("ReduceOp.PREMUL_SUM needs a factor: use ReduceOp.PREMUL_SUM(factor)")
     return factor
