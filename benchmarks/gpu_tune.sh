@@ -14,7 +14,9 @@ set -uo pipefail
 W=/tmp/gpu_tune; rm -rf "$W"; mkdir -p "$W"
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 SIZES=$([ "${SMOKE:-0}" = 1 ] && echo 4KiB:4MiB || echo 4:1GiB)
-TABLE="$W/nvidia-h200_np$N"
+CLASS=$(python3 -c 'from mcr.config import from_env; from mcr.runtime import system_class
+print(system_class(from_env(), True))')        # nvidia-h200: the name mcr looks tables up by
+TABLE="$W/${CLASS}_np$N"
 BE="--backend nccl,sdma,symm --symm sdma"
 step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
   timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
@@ -31,7 +33,7 @@ if has tune; then
     --profiles standalone,overlap --interconnect NVLink --out "$TABLE" --fresh
   python3 -m mcr.tuner show "$TABLE.yaml" > "$W/show.txt" 2>&1; head -60 "$W/show.txt"
 fi
-[ -f "$TABLE.yaml" ] || TABLE="mcr/tuning_tables/nvidia-h200_np$N"
+[ -f "$TABLE.yaml" ] || TABLE="mcr/tuning_tables/${CLASS}_np$N"   # check/osu alone: the shipped one
 if has check; then
   TAILN=14 step check 300 $MPI python3 -m mcr.tuner check "$TABLE.yaml" -d cuda -t bfloat16 \
     -m "$SIZES" --batch 5 $BE
