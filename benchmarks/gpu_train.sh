@@ -21,12 +21,6 @@ export PYTHONPATH=$PWD:/tmp/site
 W=/tmp/gpu_work; rm -rf "$W"; mkdir -p "$W"
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 RUN="torchrun --standalone --nproc_per_node=$N"
-step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
-  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
-  echo "   rc=$rc in $((SECONDS - t0)) s"
-  grep -E "OK|Error|error|^#|^  |pair |ratio|passed|failed|wrote" "$W/$name.log" \
-    | grep -v "return func\|deprecat\|Warn\|warn(" | tail -"${TAILN:-8}"
-  tar -cf "$OUT/results.tar" -C "$W" . ; }
 PART=" ${PART:-train} "
 has() { [[ "$PART" == *" $1 "* ]]; }
 {

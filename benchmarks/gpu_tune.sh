@@ -18,11 +18,7 @@ CLASS=$(python3 -c 'from mcr.config import from_env; from mcr.runtime import sys
 print(system_class(from_env(), True))')        # nvidia-h200: the name mcr looks tables up by
 TABLE="$W/${CLASS}_np$N"
 BE="--backend nccl,sdma,symm --symm sdma"
-step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
-  timeout "$limit" "$@" > "$W/$name.log" 2>&1; local rc=$?
-  echo "   rc=$rc in $((SECONDS - t0)) s"
-  grep -av "size/s\|^\s*$" "$W/$name.log" | tail -"${TAILN:-8}"
-  tar -cf "$OUT/results.tar" -C "$W" . ; }
+step_lines() { grep -av "size/s\|^\s*$" "$1"; }   # tables and regret rows: every line
 PART=" ${PART:-tune check osu} "
 has() { [[ "$PART" == *" $1 "* ]]; }
 {
