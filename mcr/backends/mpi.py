@@ -149,7 +149,7 @@ class MpiBackend(Backend):
         return [t for t, _ in tensors], []
 
     def _bytes(self, t: torch.Tensor) -> Any:
-        return self._np(t.reshape(-1).view(torch.uint8)) if t.is_cuda else self._np(t)
+        return t.reshape(-1).view(torch.uint8) if t.is_cuda else self._np(t)
 
     def _np(self, t: torch.Tensor) -> Any:
         # mpi4py reads CUDA memory through __cuda_array_interface__; host memory by address
@@ -259,8 +259,7 @@ class MpiBackend(Backend):
         (h,), after = self._stage([(t, True)])
         op, avg = self._reduction(redop)
         return self._coll(ALL_REDUCE, g, "Allreduce", (self.MPI.IN_PLACE, self._typed(h), op),
-                          t.nbytes, True, self._avg(h, avg, g.size) + after if avg else after,
-                          (t, h),
+                          t.nbytes, True, self._avg(h, avg, g.size) + after, (t, h),
                           lambda comm: self._chunks(comm, h, op), sync=sync)
 
     def _chunks(self, comm: Any, h: torch.Tensor, op: Any) -> None:

@@ -182,17 +182,14 @@ class _ReplicaDist(types.ModuleType):
         return f(tensor, op=op, group=group, async_op=async_op)
 
 
-def _route_replicas(group: Any) -> bool:
-    """Route HSDP's all-reduce on `group` through mcr; False where this torch's FSDP2 does not
-    make it through its collectives module's `dist` (then it stays torch's, and is counted as
-    bypassing mcr)."""
+def _route_replicas(group: Any) -> None:
+    """Route HSDP's all-reduce on `group` through mcr, where this torch's FSDP2 makes it through
+    its collectives module's `dist` (elsewhere it stays torch's, counted as bypassing mcr)."""
     d = getattr(_fsdp_collectives, "dist", None)
     if d is tdist:
         d = _fsdp_collectives.dist = _ReplicaDist(tdist)
-    if not isinstance(d, _ReplicaDist):
-        return False
-    d.route(group)
-    return True
+    if isinstance(d, _ReplicaDist):
+        d.route(group)
 
 
 def _param_groups(module: Any) -> list[Any]:
