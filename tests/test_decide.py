@@ -1,4 +1,5 @@
-"""The tuner's picking rules: margin per interleaved round, merging, suspects, bisection, regret.
+"""The tuner's picking rules: margin per interleaved round, merging, suspects, bisection, regret
+(and check's second measurement of a point that seems to lose).
 
 The search loop is driven here by a synthetic cost model standing in for measurements (the
 end-to-end runs on real Gloo and MPI are in test_tuner.py): what is tested is which sizes it
@@ -9,6 +10,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+from mcr.tuner.check import confirmed
 from mcr.tuner.decide import TIE, gaps, pick, ranges, regret, suspects, winners
 from mcr.tuner.search import Pass, tune_pass
 
@@ -46,8 +48,14 @@ def test_missing_default_measurement_takes_the_fastest():
 
 def test_ranges_merge_equal_neighbours_and_span_zero_to_inf():
     seq = [(8, "mpi"), (64, "mpi"), (512, "gloo"), (4096, "gloo"), (32768, "mpi")]
-    assert ranges(seq) == [(0, 512, "mpi"), (512, 32768, "gloo"), (32768, math.inf, "mpi")]
+    # Boundaries at the (rounded) geometric middle of the sizes whose winners differ.
+    assert ranges(seq) == [(0, 192, "mpi"), (192, 12288, "gloo"), (12288, math.inf, "mpi")]
     assert ranges([(8, "nccl")]) == [(0, math.inf, "nccl")]
+    assert ranges([(24 << 20, "sdma"), (32 << 20, "nccl")]) == \
+        [(0, 28 << 20, "sdma"), (28 << 20, math.inf, "nccl")]
+    for a, b in [(4, 5), (100, 101), (1 << 30, (1 << 30) + 4)]:    # nothing between: b's own
+        got = ranges([(a, "x"), (b, "y")])
+        assert got[1][0] in range(a + 1, b + 1)
 
 
 def test_suspects_are_single_size_flips_only():
@@ -70,6 +78,24 @@ def test_regret_is_chosen_over_fastest():
     rows = _rows("all_reduce", {8: {"gloo": 100.0, "mpi": 50.0}, 64: {"gloo": 10.0, "mpi": 20.0}})
     got = regret(rows, {("all_reduce", 8): "gloo", ("all_reduce", 64): "gloo"})
     assert got == {"all_reduce": [(8, 1.0), (64, 0.0)]}
+
+
+def test_check_measures_a_losing_point_again_before_it_counts():
+    rows = _rows("all_reduce", {8: {"gloo": 100.0, "mpi": 98.0},       # within the margin
+                                64: {"gloo": 100.0, "mpi": 50.0},      # an outlier, or real
+                                512: {"gloo": 10.0, "mpi": 20.0}})
+    chosen = {("all_reduce", s): "gloo" for s in (8, 64, 512)}
+    asked = []
+
+    def again(op, size, mpi):
+        asked.append((op, size))
+        return _rows(op, {size: {"gloo": 100.0, "mpi": mpi}})
+    out, todo = confirmed(rows, chosen, lambda op, size: again(op, size, 99.0))
+    assert asked == [("all_reduce", 64)] and todo == [("all_reduce", 64, 1.0)]
+    assert dict(out["all_reduce"])[64] == 100.0 / 99.0 - 1          # gone when measured again
+    out, _ = confirmed(rows, chosen, lambda op, size: again(op, size, 50.0))
+    assert dict(out["all_reduce"])[64] == 1.0                       # real: it stays
+    assert dict(out["all_reduce"])[8] == 100.0 / 98.0 - 1 and len(asked) == 2
 
 
 class _Model:
@@ -101,9 +127,11 @@ def test_search_bisects_the_crossover_and_rechecks_an_outlier():
     assert (64, "recheck") in m.asked and dict(seq)[64] == "mpi"    # the outlier did not stick
     got = ranges(seq)
     assert [be for *_, be in got] == ["mpi", "gloo"]
-    lo_gloo = got[1][0]
+    edge = got[1][0]
     below = max(s for s, be in seq if be == "mpi")
-    assert below < 3000 <= lo_gloo and lo_gloo / below <= 1.5       # boundary within the ratio
+    above = min(s for s, be in seq if be == "gloo")
+    assert below < 3000 <= above and above / below <= 1.5       # bisected within the ratio
+    assert below < edge < above and edge == 2560                 # the rule: their middle
     assert [s for s, k in m.asked if k == "bisect"] == [2048, 3072]   # 1024|4096, then 2048|4096
 
 

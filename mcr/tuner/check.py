@@ -1,10 +1,13 @@
 """`mcr-tune check TABLE`: measure at sizes off the tuning grid, report each op's regret (the
-time of the backend the table chose over the fastest one's)."""
+time of the backend the table chose over the fastest one's). A point that seems to lose by more
+than the tuner's margin is measured again, with twice the rounds, before it counts; both
+values are printed."""
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from mcr.backends import KNOWN
@@ -13,7 +16,7 @@ from mcr.measure.engine import make_ctx, sizes
 from mcr.ops import BUFFER_KEYED, make_key
 from mcr.tables import TableSet, load_table
 
-from .decide import regret
+from .decide import TIE, regret
 from .search import Measurer, Pass
 
 
@@ -24,6 +27,21 @@ def off_grid(spec: str, factor: int, unit: int) -> list[int]:
     grid = sizes(spec, factor, unit)
     out = {round(s * factor ** 0.5 / unit) * unit for s in grid}
     return sorted(s for s in out if 0 < s < grid[-1])
+
+
+def confirmed(rows: list[dict[str, Any]], chosen: dict[tuple[str, int], str],
+              again: Callable[[str, int], list[dict[str, Any]]]
+              ) -> tuple[dict[str, list[tuple[int, float]]], list[tuple[str, int, float]]]:
+    """Regret per op, where a point the table seems to lose by more than the tuner's margin
+    was measured again (again(op, size) -> its new rows) and counts as re-measured: one run's
+    outlier must not make a regret, as it must not make a rule. Also [(op, size, first regret)]
+    of the points measured again."""
+    out = regret(rows, chosen)
+    todo = [(op, size, r) for op, pts in out.items() for size, r in pts if r > TIE]
+    if todo:
+        rows = rows + [r for op, size, _ in todo for r in again(op, size)]
+        out = regret(rows, chosen)
+    return out, todo
 
 
 def check(args: argparse.Namespace, backends: list[str]) -> None:
@@ -54,10 +72,16 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
             pts += m.point(p, size, "check")
             chosen[(p.label(), size)] = hit[0]
         rows += [dict(r, op=p.label()) for r in pts]
-    out = regret(rows, chosen)
+    out, again = confirmed(rows, chosen, lambda op, size: [
+        dict(r, op=op) for r in m.point(next(p for p in passes if p.label() == op), size,
+                                        "recheck", rounds=2 * args.rounds)])
     if ctx.rank == 0:
         print(f"# mcr-tune check {args.table}: group {k}, regret = chosen / fastest - 1 at "
               f"sizes off the tuning grid")
+        for op, size, first in again:
+            now = dict(out[op])[size]
+            print(f"# re-measured {op} {size} B ({chosen[(op, size)]}), {2 * args.rounds} "
+                  f"rounds: regret {first:.1%} -> {now:.1%}")
         print(f"# {'op':<28} {'sizes':>5} {'median':>8} {'worst':>8}  worst at")
         for op, pts in out.items():
             rs = [r for _, r in pts]

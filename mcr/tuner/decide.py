@@ -7,7 +7,8 @@ its interleaved rounds. Rules, in order:
 - a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
   before it is believed (suspects);
 - where neighbouring sizes' winners differ, the size between them is measured next (gaps),
-  until the two are at most `ratio` apart: boundaries are searched, not guessed.
+  until the two are at most `ratio` apart: boundaries are searched, not guessed; the rule's
+  boundary then lies at their middle (ranges).
 """
 
 from __future__ import annotations
@@ -61,31 +62,39 @@ def suspects(seq: list[tuple[int, str]]) -> list[int]:
     return out
 
 
+def middle(a: int, b: int, unit: int) -> int | None:
+    """About the geometric middle of sizes a < b, rounded to a multiple of unit times a power of
+    two near a quarter of it (so boundaries read 48MiB, not 47453132); None if no such size
+    lies strictly between them."""
+    geo = math.sqrt(a * b)
+    q = unit * 2 ** max(0, math.floor(math.log2(max(geo / 4 / unit, 1))))
+    mid = round(geo / q) * q
+    return mid if a < mid < b else None
+
+
 def gaps(seq: list[tuple[int, str]], ratio: float, unit: int) -> list[tuple[int, str, str]]:
-    """Sizes to measure next, with the two winners they lie between: about the geometric middle
-    of neighbours whose winners differ and that lie more than `ratio` apart, rounded to a
-    multiple of unit times a power of two near a quarter of it (so boundaries read 48MiB, not
-    47453132)."""
+    """Sizes to measure next, with the two winners they lie between: the middle (in units of
+    `unit`) of neighbours whose winners differ and that lie more than `ratio` apart."""
     out = []
     for (a, ba), (b, bb) in zip(seq, seq[1:]):
-        if ba != bb and b > a * ratio:
-            geo = math.sqrt(a * b)
-            q = unit * 2 ** max(0, math.floor(math.log2(max(geo / 4 / unit, 1))))
-            mid = round(geo / q) * q
-            if a < mid < b:
-                out.append((mid, ba, bb))
+        mid = middle(a, b, unit) if ba != bb and b > a * ratio else None
+        if mid is not None:
+            out.append((mid, ba, bb))
     return out
 
 
 def ranges(seq: list[tuple[int, str]]) -> list[tuple[int, float, str]]:
-    """[(min, max, backend)]: size s_i's winner holds [s_i, s_i+1); first from 0, last to inf."""
+    """[(min, max, backend)], first from 0, last to inf. Where neighbouring sizes' winners
+    differ the boundary is their middle: each measured size keeps its winner, and a size
+    between them gets the nearer one's (bisection left them at most --bisect-ratio apart)."""
     out: list[tuple[int, float, str]] = []
-    for i, (_, be) in enumerate(seq):
-        hi = seq[i + 1][0] if i + 1 < len(seq) else float("inf")
+    for i, (size, be) in enumerate(seq):
         if out and out[-1][2] == be:
-            out[-1] = (out[-1][0], hi, be)
-        else:
-            out.append((0 if not out else int(out[-1][1]), hi, be))
+            continue
+        lo = 0 if not out else middle(seq[i - 1][0], size, 1) or size
+        if out:
+            out[-1] = (out[-1][0], lo, out[-1][2])
+        out.append((lo, float("inf"), be))
     return out
 
 
