@@ -82,17 +82,20 @@ REDOP_NAMES = {
 }
 _BY_NAME = {name.upper(): op for op, name in REDOP_NAMES.items()}
 _BY_NAME["PROD"] = tdist.ReduceOp.PRODUCT
+# torch's enum values themselves: an equal value made anew (ReduceOp(AVG).op) maps to the one
+# object callers compare by identity (mcr's per-call cache keys on it).
+_CANON = {op: op for op in REDOP_NAMES}
 
 
 def as_redop(op: object, what: str = "reduction") -> object:
-    """torch's reduce op for op: torch's own (kept as is: a `ReduceOp.PREMUL_SUM(factor)` keeps
-    its factor) or another library's enum of the same names (DeepSpeed's `deepspeed.comm.ReduceOp`).
-    ValueError naming the call otherwise."""
+    """torch's reduce op for op, as torch's own enum value: op itself (a `ReduceOp.PREMUL_SUM(f)`
+    keeps its factor), a ReduceOp object's type, or the value of another library's enum of the
+    same names (DeepSpeed's `deepspeed.comm.ReduceOp`). ValueError naming the call otherwise."""
     if op in REDOP_NAMES:  # type: ignore[operator]
-        return op
+        return _CANON[op]
     if type(op) is tdist.ReduceOp:
         # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
-        return op if op.op == tdist.ReduceOp.PREMUL_SUM else op.op
+        return op if op.op == tdist.ReduceOp.PREMUL_SUM else _CANON[op.op]
     name = getattr(op, "name", None)
     if isinstance(name, str) and name.upper() in _BY_NAME and name.upper() != "PREMUL_SUM":
         return _BY_NAME[name.upper()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.distributed as tdist
@@ -52,6 +54,72 @@ def test_symm_declines_by_key() -> None:
     assert "sum" in be.decline_key(_key("all_reduce", 64, redop=tdist.ReduceOp.MAX))
     assert "bfloat16" in be.decline_key(_key("all_reduce", 64, torch.int32,
                                              redop=tdist.ReduceOp.SUM))
+
+
+class _SymmKernelsStandin:
+    """Stand-in for torch.ops.symm_mem's all-reduce kernels (CUDA and NVLink only: not on this
+    machine): a group of 2 whose peer holds the same input, so a sum is 2 x input. It checks
+    what the real kernels need of their arguments: the symmetric operand lies in the group's
+    staging buffer, shaped and typed like the data, sizes in whole 4-byte words (what the GPU
+    tests found they take; smaller sizes go padded)."""
+
+    def __init__(self, buf: torch.Tensor) -> None:
+        self.buf, self.calls = buf, []
+
+    def _in_buffer(self, x: torch.Tensor) -> None:
+        lo = self.buf.data_ptr()
+        assert lo <= x.data_ptr() and x.data_ptr() + x.nbytes <= lo + self.buf.nbytes
+
+    def one_shot_all_reduce_copy_out(self, symm, inp, op, name, out) -> None:
+        self._in_buffer(symm)
+        assert symm.shape == inp.shape and symm.dtype == inp.dtype and op == "sum"
+        size_al = min(16, inp.nbytes & -inp.nbytes)   # it vector-loads the input in place
+        assert size_al >= max(4, inp.itemsize) and inp.data_ptr() % size_al == 0
+        symm.copy_(inp)
+        out.copy_(symm * 2)
+        self.calls.append("copy_in")
+
+    def _staged(self, kind, symm, op, name, out) -> None:
+        self._in_buffer(symm)
+        assert symm.nbytes % max(4, symm.itemsize) == 0
+        assert symm.dtype == out.dtype and symm.numel() == out.numel()
+        out.copy_(symm * 2)
+        self.calls.append(kind)
+
+    def one_shot_all_reduce_out(self, symm, op, name, out) -> None:
+        self._staged("one_shot", symm, op, name, out)
+
+    def two_shot_all_reduce_out(self, symm, op, name, out) -> None:
+        self._staged("two_shot", symm, op, name, out)
+
+
+def test_symm_plans_each_kind_of_call_once_and_right() -> None:
+    """symm's cached plans (by shape, dtype and 16-element offset) pick the kernel form per
+    call; on CPU with the kernels stood in, every form gives 2 x input (sum) or input (avg),
+    whatever order calls of different shapes, offsets and dtypes come in."""
+    from mcr.backends.symm import _Staging
+    from mcr.config import Config
+    be = SymmBackend.__new__(SymmBackend)
+    be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
+    st = _Staging.__new__(_Staging)
+    st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
+    st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
+    be.ops = _SymmKernelsStandin(st.buf)
+    be._copy_in_kernel, be._groups = True, {3: st}
+    g = SimpleNamespace(id=3, size=2)   # what symm reads of an mcr Group
+    gen = torch.Generator().manual_seed(0)
+    cases = [(dt, n, off, op) for dt in (torch.bfloat16, torch.float32)
+             for n in (1, 2, 3, 8, 1000, 4096, 40000, 131072 + 1)
+             for off in (0, 1, 3, 16) for op in (tdist.ReduceOp.SUM, tdist.ReduceOp.AVG)
+             if (n + off) * dt.itemsize <= 1 << 20]
+    for dt, n, off, op in cases * 2 + cases[::-3]:   # again from the cache, in another order
+        base = torch.randint(-8, 9, (n + off,), generator=gen).to(dt)
+        x = base[off:]
+        want = x * 2 if op is tdist.ReduceOp.SUM else x.clone()
+        be.all_reduce(x, op, g, sync=True)
+        assert torch.equal(x, want), (dt, n, off, op)
+    assert set(be.ops.calls) == {"copy_in", "one_shot", "two_shot"}
+    assert len(st.plans) == len({(dt, n, off % 16) for dt, n, off, _ in cases})
 
 
 def test_mori_engine_against_standin() -> None:

@@ -1,4 +1,5 @@
-"""Reduce ops as frameworks hand them to mcr: PREMUL_SUM's factor across torch versions."""
+"""Reduce ops as frameworks hand them to mcr: PREMUL_SUM's factor across torch versions; every
+other op reaches the backends as torch's own enum value (they compare by identity)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,14 @@ def test_premul_factor_with_and_without_the_factor_attribute(factor):
 def test_premul_without_a_factor_is_refused():
     with pytest.raises(ValueError, match="needs a factor"):
         O.premul_factor(tdist.ReduceOp.PREMUL_SUM)
+
+
+@pytest.mark.parametrize("op", [tdist.ReduceOp.AVG, tdist.ReduceOp(tdist.ReduceOp.AVG),
+                                tdist.ReduceOp(tdist.ReduceOp.MAX), "sum"])
+def test_reduce_ops_become_torchs_own_enum_values(op):
+    class Named:   # another library's enum (DeepSpeed's): matched by name
+        name = op
+    got = O.as_redop(Named() if isinstance(op, str) else op)
+    assert any(got is real for real in O.REDOP_NAMES)
+    assert got == (op.op if type(op) is tdist.ReduceOp else
+                   tdist.ReduceOp.SUM if isinstance(op, str) else op)

@@ -20,6 +20,7 @@ from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 
 R = tdist.ReduceOp
+_AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
 DTYPES = (torch.bfloat16, torch.float32)   # what torch's kernels dispatch on
 
 
@@ -30,8 +31,15 @@ def _align(x: int) -> int:
     return 1
 
 
+# How a call's all-reduce runs, by (shape, dtype, offset): one kernel that copies the input in
+# itself, staged (copy in, then a one- or two-shot kernel), or padded to 16 bytes.
+_COPY_IN, _STAGED, _PADDED = 0, 1, 2
+
+
 class _Staging:
-    """The group's symmetric staging buffer and a same-size scratch output."""
+    """The group's symmetric staging buffer, a same-size scratch output, and the plan of each
+    kind of call seen (cached: slicing, viewing and alignment tests cost microseconds per call
+    on a slow host, NOTES.md v9)."""
 
     def __init__(self, pg: tdist.ProcessGroup, nbytes: int) -> None:
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -39,18 +47,15 @@ class _Staging:
         rendezvous(self.buf, pg)
         self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         self.name = pg.group_name
-        self._views: dict[tuple, torch.Tensor] = {}
+        self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
 
-    def view(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-        """The buffer's first bytes as a tensor of this shape and dtype (cached: slicing and
-        viewing cost microseconds per call on a slow host, NOTES.md v9)."""
-        v = self._views.get((shape, dtype))
-        if v is None:
-            if len(self._views) >= 256:
-                self._views.clear()
-            n = shape.numel() * dtype.itemsize
-            v = self._views[(shape, dtype)] = self.buf[:n].view(dtype).view(shape)
-        return v
+    def remember(self, key: tuple, plan: tuple[int, torch.Tensor, Any]
+                 ) -> tuple[int, torch.Tensor, Any]:
+        """Keep a plan (at most 256: keys carry shapes, which a program may vary without end)."""
+        if len(self.plans) >= 256:
+            self.plans.clear()
+        self.plans[key] = plan
+        return plan
 
 
 class SymmBackend(Backend):
@@ -87,39 +92,46 @@ class SymmBackend(Backend):
         """The group's NCCL group (symmetric-memory rendezvous runs over it), one node only."""
         return self._bind_one_node(spec, spec.handles.get("nccl"))
 
+    def _plan(self, st: _Staging, t: torch.Tensor, size: int) -> tuple[int, torch.Tensor, Any]:
+        """(form, staging view, kernel) for calls like t on a group of `size`."""
+        es = t.element_size()
+        nbytes = t.numel() * es
+        size_al = _align(nbytes)
+        fits = size_al >= max(4, es) and _align((t.storage_offset() & 15) * es) >= size_al
+        two_shot = nbytes >= self.cfg.symm_two_shot_bytes and size in (2, 4, 8)
+        if fits and not two_shot and self._copy_in_kernel:
+            return _COPY_IN, st.buf[:nbytes].view(t.dtype).view(t.shape), None
+        if fits:
+            kernel = self.ops.two_shot_all_reduce_out if two_shot else \
+                self.ops.one_shot_all_reduce_out
+            return _STAGED, st.buf[:nbytes].view(t.dtype), kernel
+        # Sizes the kernels cannot vector-load: pad to 16 bytes with zeros.
+        padded = -(-nbytes // 16) * 16
+        return _PADDED, st.buf[:padded].view(t.dtype), st.scratch[:padded].view(t.dtype)
+
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t through the staging buffer."""
         st = self._groups.get(g.id)
         if st is None:
             st = self._groups[g.id] = _Staging(g.handles[self.name],
                                                int(self.cfg.symm_max_bytes) + 16)
-        n, es = t.numel(), t.element_size()
-        nbytes = n * es
-        size_al = _align(nbytes)
-        fits = size_al >= max(4, es) and _align(t.storage_offset() * es) >= size_al
-        two_shot = nbytes >= self.cfg.symm_two_shot_bytes and g.size in (2, 4, 8)
-        if fits and not two_shot and self._copy_in_kernel:
+        key = (t.shape, t.dtype, t.storage_offset() & 15)
+        form, stage, how = st.plans.get(key) or st.remember(key, self._plan(st, t, g.size))
+        if form == _COPY_IN:
             # The common small case: one kernel, no Python-side views of t.
-            self.ops.one_shot_all_reduce_copy_out(st.view(t.shape, t.dtype), t, "sum", st.name,
-                                                  t)
+            self.ops.one_shot_all_reduce_copy_out(stage, t, "sum", st.name, t)
             flat = t
+        elif form == _STAGED:
+            flat = t.view(-1)
+            stage.copy_(flat)
+            how(stage, "sum", st.name, flat)
         else:
             flat = t.view(-1)
-            if fits:
-                stage = st.view(flat.shape, t.dtype)
-                stage.copy_(flat)
-                kernel = self.ops.two_shot_all_reduce_out if two_shot else \
-                    self.ops.one_shot_all_reduce_out
-                kernel(stage, "sum", st.name, flat)
-            else:
-                # Sizes the kernels cannot vector-load: pad to 16 bytes with zeros.
-                padded = -(-nbytes // 16) * 16
-                pstage = st.buf[:padded].view(t.dtype)
-                pstage[:n].copy_(flat)
-                pstage[n:].zero_()
-                tmp = st.scratch[:padded].view(t.dtype)
-                self.ops.one_shot_all_reduce_out(pstage, "sum", st.name, tmp)
-                flat.copy_(tmp[:n])
-        if redop == R.AVG:
+            n = flat.numel()
+            stage[:n].copy_(flat)
+            stage[n:].zero_()
+            self.ops.one_shot_all_reduce_out(stage, "sum", st.name, how)
+            flat.copy_(how[:n])
+        if redop is _AVG:
             flat.div_(g.size)
-        return self._stream_work("all_reduce", nbytes, g, sync=sync)
+        return self._stream_work("all_reduce", t.nbytes, g, sync=sync)
