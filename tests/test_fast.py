@@ -9,6 +9,7 @@ import torch
 import torch.distributed as tdist
 from conftest import gpus, run_mpi
 
+from mcr.backends.ce_engine import round_bytes, rounds
 from mcr.backends.sdma import SdmaBackend
 from mcr.backends.symm import SymmBackend
 from mcr.config import from_env
@@ -43,6 +44,24 @@ def test_sdma_graphs_env_is_checked(monkeypatch: pytest.MonkeyPatch, raw: str, m
         from_env()
     monkeypatch.setenv("MCR_SDMA_GRAPHS", "0")
     assert from_env().sdma_graphs == 0
+
+
+def test_sdma_rounds_pipeline_large_blocks_only() -> None:
+    MiB, slot = 1 << 20, 128 << 20
+    for b, pipeline in [(1, 16 * MiB), (8 * MiB, 16 * MiB), (16 * MiB - 2, 16 * MiB),
+                        (16 * MiB, 16 * MiB), (32 * MiB, 16 * MiB), (100 * MiB + 6, 16 * MiB),
+                        (512 * MiB, 16 * MiB), (512 * MiB, float("inf")), (4 * MiB, 0)]:
+        per = round_bytes(b, slot, pipeline)
+        pieces = rounds(b, per)
+        assert sum(ln for _, ln in pieces) == b and pieces[0][0] == 0, (b, pipeline)
+        assert all(o + ln == o2 for (o, ln), (o2, _) in zip(pieces, pieces[1:]))
+        assert per <= slot
+        if b < pipeline:
+            assert len(pieces) == -(-b // slot)      # whole, or slot-sized when larger
+        else:
+            assert 2 <= len(pieces) <= 4 and per % MiB == 0 or b <= per
+    # MCR_SDMA_PIPELINE_BYTES=inf is the unpipelined schedule: whole blocks up to a slot.
+    assert round_bytes(64 * MiB, slot, float("inf")) == 64 * MiB
 
 
 def test_symm_declines_by_key() -> None:

@@ -18,8 +18,10 @@ rounds use slots 0, 1, 0, ... so graph replays and direct issue agree):
       from each destination; pushes; write DATA[s][me]=1 into each destination; wait DATA from
       each sender. The token is 1 for transit rounds and 2 + (byte offset / 16) for zero-copy
       rounds, so ranks that disagree on where the data goes wait instead of writing elsewhere.
-A single-round call runs all of it on the caller's stream; a chunked call pushes on a side
-stream so that its copy-outs overlap the next round's pushes.
+A small call runs all of it on the caller's stream. From MCR_SDMA_PIPELINE_BYTES per rank block
+(and for blocks larger than a slot) a call pushes on a side stream, in rounds (round_bytes), so
+that its own-block copy runs beside the pushes and each round's copy-out overlaps the next
+round's pushes; below it the extra events cost more host time than the overlap saves.
 """
 
 from __future__ import annotations
@@ -86,13 +88,14 @@ class CeGroup:
     """Copy-engine state of one group on this rank: flags, transit buffer, push stream."""
 
     def __init__(self, pg: tdist.ProcessGroup, max_block: int, drv: Driver,
-                 sync: str = "kernel", graphs: int = 0) -> None:
+                 sync: str = "kernel", graphs: int = 0, pipeline: float = float("inf")) -> None:
         self.pg = pg
         self.n = pg.size()
         self.me = pg.rank()
         self.drv = drv
         self.dev = torch.device("cuda", torch.cuda.current_device())
         self.max_block = max_block          # per-rank bytes per round and slot
+        self.pipeline = pipeline            # per-rank block bytes from which rounds pipeline
         n = self.n
         self.flags = symm_empty(4 * 2 * _SLOTS * n, self.dev).view(torch.int32)
         self.flags.zero_()
@@ -248,6 +251,20 @@ def rounds(nbytes: int, cap: int) -> list[tuple[int, int]]:
     return [(o, min(cap, nbytes - o)) for o in range(0, nbytes, cap)]
 
 
+PIPELINE_ROUNDS = 4   # rounds a staged block is cut into from MCR_SDMA_PIPELINE_BYTES, at most
+
+
+def round_bytes(nbytes: int, slot_cap: int, pipeline: float) -> int:
+    """Bytes per round of a staged per-rank block: whole below `pipeline` bytes; from there
+    about 1/PIPELINE_ROUNDS of it (MiB-rounded, at least pipeline / 2), so that each round's
+    copy-out overlaps the next round's pushes; never more than a transit slot."""
+    if nbytes < pipeline:
+        return min(nbytes, slot_cap)
+    per = -(-nbytes // PIPELINE_ROUNDS)
+    per = -(-per // (1 << 20)) << 20
+    return min(max(per, int(pipeline) // 2), slot_cap)
+
+
 def check_token_room(offset: int) -> None:
     """Zero-copy tokens encode offsets in 16-byte units; refuse misaligned zero-copy views."""
     if offset % 16:
@@ -255,5 +272,5 @@ def check_token_room(offset: int) -> None:
                         f"multiple of 16 bytes, got {offset}")
 
 
-__all__ = ["CeGroup", "Round", "Send", "SymmBuffer", "_zero_copy_token", "rounds",
-           "symm_empty"]
+__all__ = ["CeGroup", "Round", "Send", "SymmBuffer", "_zero_copy_token",
+           "round_bytes", "rounds", "symm_empty"]

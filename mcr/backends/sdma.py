@@ -17,7 +17,15 @@ from ..groups import Group, Spec
 from ..ops import ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER, CallKey
 from ..work import Work
 from .base import STREAM, Backend
-from .ce_engine import CeGroup, Send, _zero_copy_token, check_token_room, rounds, symm_empty
+from .ce_engine import (
+    CeGroup,
+    Send,
+    _zero_copy_token,
+    check_token_room,
+    round_bytes,
+    rounds,
+    symm_empty,
+)
 
 R = tdist.ReduceOp
 _REDUCE = {R.SUM: "sum", R.AVG: "avg", R.MAX: "amax", R.MIN: "amin", R.PRODUCT: "prod"}
@@ -94,7 +102,7 @@ class SdmaBackend(Backend):
                 from .cudadrv import Driver
                 self._drv = self._drv or Driver(self.cfg.sdma_copy)
                 st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync,
-                             int(self.cfg.sdma_graphs))
+                             int(self.cfg.sdma_graphs), self.cfg.sdma_pipeline_bytes)
             self._groups[g.id] = st
         return st
 
@@ -155,9 +163,12 @@ class SdmaBackend(Backend):
             mine = off + (own[0] - dst)   # my block's offset in the symmetric buffer
             token = _zero_copy_token(off)
 
+            # Pushes beside the own-block copy when both are large (in place, there is none).
+            side = b >= self.cfg.sdma_pipeline_bytes and own[0] != own[1]
+
             def issue_zc(m: torch.cuda.Stream) -> None:
                 sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
-                h = st.start(m, 0, sends, peers, token, True, False)
+                h = st.start(m, 0, sends, peers, token, True, side)
                 st.local_copy(m, *own, b)
                 st.finish(m, h)
             st.launch(key + ("zc",), issue_zc)
@@ -174,10 +185,11 @@ class SdmaBackend(Backend):
     @staticmethod
     def _staged(st: CeGroup, key: tuple, b: int, sends_of: Any, recv: list[int],
                 drain: Any, at_start: Any = None) -> None:
-        """Rounds of at most one transit slot each; drain(m, round, offset, length) of round k
-        is enqueued after round k+1's pushes, so the two overlap when there are several."""
-        st.ensure_transit(b)
-        pieces = rounds(b, st.slot_bytes)
+        """Rounds of round_bytes each (at most one transit slot); drain(m, round, offset, length)
+        of round k is enqueued after round k+1's pushes, so the two overlap."""
+        per = round_bytes(b, st.max_block, st.pipeline)
+        st.ensure_transit(per)
+        pieces = rounds(b, per)
         side = len(pieces) > 1
 
         def issue(m: torch.cuda.Stream) -> None:
