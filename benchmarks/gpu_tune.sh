@@ -7,7 +7,7 @@
 #   osu    OSU-style, every op, 4 B to 1 GiB: NCCL against the tuned dispatcher (auto), in
 #          interleaved rounds; all-gather again into symmetric outputs (FSDP2's zero-copy case)
 #   pipe   sdma's pipelined schedule against whole blocks and NCCL, 8 MiB to 1 GiB, in one
-#          process (probes/probe_sdma_pipeline.py), then the fast-path checks (fast_worker.py)
+#          process (probes/probe_sdma_pipeline.py; the gpu test suite checks the schedule)
 # SMOKE=1 narrows every size range to 4 KiB..4 MiB, to try the script on a one-GPU lease.
 # $OUT keeps summary.log and results.tar (the table's yaml/csv/png, check log, OSU csv),
 # refreshed after each step so a run cut short still brings back what it made.
@@ -49,7 +49,6 @@ fi
 if has pipe; then
   TAILN=30 step sdma_pipeline 300 $MPI python3 -m probes.probe_sdma_pipeline \
     --sizes "${PIPE_SIZES:-8MiB:1GiB}" --csv "$W/sdma_pipeline.csv"
-  TAILN=4 step fast_worker 300 $MPI python3 tests/workers/fast_worker.py --big 256MiB
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .
