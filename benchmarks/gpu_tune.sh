@@ -7,7 +7,8 @@
 #   osu    OSU-style, every op, 4 B to 1 GiB: NCCL against the tuned dispatcher (auto), in
 #          interleaved rounds; all-gather again into symmetric outputs (FSDP2's zero-copy case)
 #   pipe   sdma's pipelined schedule against whole blocks and NCCL, 8 MiB to 1 GiB, in one
-#          process (probes/probe_sdma_pipeline.py; the gpu test suite checks the schedule)
+#          process (probes/probe_sdma_pipeline.py; the gpu test suite checks the schedule),
+#          then plain all-gather and reduce-scatter again beside a GEMM (the overlap profile)
 # SMOKE=1 narrows every size range to 4 KiB..4 MiB, to try the script on a one-GPU lease.
 # $OUT keeps summary.log and results.tar (the table's yaml/csv/png, check log, OSU csv),
 # refreshed after each step so a run cut short still brings back what it made.
@@ -47,8 +48,10 @@ if has osu; then
     --backend nccl,auto --symm sdma
 fi
 if has pipe; then
-  TAILN=30 step sdma_pipeline 300 $MPI python3 -m probes.probe_sdma_pipeline \
+  TAILN=30 step sdma_pipeline 200 $MPI python3 -m probes.probe_sdma_pipeline \
     --sizes "${PIPE_SIZES:-8MiB:1GiB}" --csv "$W/sdma_pipeline.csv"
+  TAILN=30 step sdma_pipeline_load 200 $MPI python3 -m probes.probe_sdma_pipeline --load 4096 \
+    --sizes "${PIPE_SIZES:-8MiB:1GiB}" --ops all_gather,reduce_scatter --csv "$W/sdma_pipeline_load.csv"
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .

@@ -64,6 +64,21 @@ def calls(op: str, nbytes: int, n: int, me: int, sd: dict[str, SdmaBackend], g: 
     return out
 
 
+def beside_gemm(fn: Callable[[], None], n: int) -> Callable[[], None]:
+    """fn on a side stream while an n x n bf16 GEMM runs on the current stream, joined after."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    side = torch.cuda.Stream()
+
+    def call() -> None:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.mm(a, a, out=c)
+        torch.cuda.current_stream().wait_stream(side)
+    return call
+
+
 def main() -> None:
     """Check, then time every op and size; print medians and write --csv on rank 0."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -71,6 +86,9 @@ def main() -> None:
     ap.add_argument("--pipeline", default="16MiB")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="run each call on a side stream beside an N x N bf16 GEMM and time the "
+                         "whole window (the tuner's overlap profile: N=4096); 0: standalone")
     ap.add_argument("--csv", default=None)
     a = ap.parse_args()
     dist.init_distributed(verbose=False)
@@ -83,7 +101,8 @@ def main() -> None:
                                "cuda")}
     rows = []
     say(f"# sdma pipelined ({a.pipeline} per rank block) vs whole blocks vs NCCL, {n} GPUs, "
-        f"bf16, {a.rounds} interleaved rounds; us per call (batch of calls back to back)")
+        f"bf16, {a.rounds} interleaved rounds; us per call (batch of calls back to back)"
+        + (f"; each beside a {a.load}^2 bf16 GEMM, whole window timed" if a.load else ""))
     for op in a.ops.split(","):
         for nbytes in sizes(a.sizes, 4, 2 * n):
             variants = calls(op, nbytes, n, me, sd, g)
@@ -96,7 +115,10 @@ def main() -> None:
                 if not torch.equal(o, want):
                     raise AssertionError(f"{op} {nbytes} B: {name} differs from NCCL")
             iters = max(3, min(20, (256 << 20) // nbytes))
-            t = mpi_rounds({k: v[0] for k, v in variants.items()}, iters, a.rounds, True)
+            fns = {k: v[0] for k, v in variants.items()}
+            if a.load:
+                fns = {k: beside_gemm(fn, a.load) for k, fn in fns.items()}
+            t = mpi_rounds(fns, iters, a.rounds, True)
             med = {k: statistics.median(v) for k, v in t.items()}
             say(f"{op:<16} {format_bytes(nbytes):>7}  nccl {med['nccl']:8.1f}  "
                 f"whole {med['whole']:8.1f}  pipe {med['pipe']:8.1f}  "
