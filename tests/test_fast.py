@@ -153,3 +153,7 @@ def test_fast_paths_gpu() -> None:
     """sdma and symm against NCCL on every GPU of this node."""
     out = run_mpi(gpus(), "fast_worker.py", "--big", "64MiB", timeout=900)
     assert out.count(" checks") == gpus()
+    # sdma's pipelined schedule (side-stream rounds) from 1 MiB per rank block.
+    out = run_mpi(gpus(), "fast_worker.py", "--quick", timeout=900,
+                  env={"MCR_SDMA_PIPELINE_BYTES": "1MiB"})
+    assert out.count(" checks") == gpus()
