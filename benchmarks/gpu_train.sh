@@ -6,7 +6,8 @@
 #   train  the tuner's table for this GPU count, then benchmarks/train_step.py for DeepSpeed
 #          ZeRO-3 and FSDP2 at both shapes, plain NCCL vs mcr (alternated in one process)
 #   hot    the gpu-marked pytest suite, mcr's host cost per call, and OSU-style mcr vs NCCL at
-#          every size with no table for this GPU count (the 4-GPU table alone in force)
+#          every size with no table for this GPU count (the 4-GPU table alone in force);
+#          `tests` is its first two, `notable` its OSU part (each fits one run call)
 #   diag   the small shape again with a second plain copy (the loss yardstick) and, for FSDP2,
 #          mcr without the symmetric buffer ring
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
@@ -38,9 +39,11 @@ for shape in small large; do
   done
 done
 fi
-if has hot; then
+if has hot || has tests; then
 TAILN=6 step gpu_tests 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests
 TAILN=12 step dispatch_overhead_gpu 100 $MPI python3 -m benchmarks.dispatch_overhead -d cuda --rounds 100
+fi
+if has hot || has notable; then
 B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 24 -x 2 --batch 5 --max-seconds 0.3 --rounds 3"
 for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
   MCR_TUNING_TABLE=mcr/tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
