@@ -164,7 +164,7 @@ class SdmaBackend(Backend):
             token = _zero_copy_token(off)
 
             # Pushes beside the own-block copy when both are large (in place, there is none).
-            side = b >= self.cfg.sdma_pipeline_bytes and own[0] != own[1]
+            side = b >= st.pipeline and own[0] != own[1]
 
             def issue_zc(m: torch.cuda.Stream) -> None:
                 sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
