@@ -14,6 +14,7 @@ import csv
 import dataclasses
 import statistics
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ import torch.distributed as tdist
 import mcr.comm as dist
 from mcr import runtime
 from mcr.backends.sdma import SdmaBackend
-from mcr.measure.engine import sizes
+from mcr.measure.engine import Case, Ctx, sizes, under_load
 from mcr.units import format_bytes, parse_bytes
 from probes.probe_util import mpi_rounds, say
 
@@ -64,21 +65,6 @@ def calls(op: str, nbytes: int, n: int, me: int, sd: dict[str, SdmaBackend], g: 
     return out
 
 
-def beside_gemm(fn: Callable[[], None], n: int) -> Callable[[], None]:
-    """fn on a side stream while an n x n bf16 GEMM runs on the current stream, joined after."""
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty_like(a)
-    side = torch.cuda.Stream()
-
-    def call() -> None:
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.mm(a, a, out=c)
-        torch.cuda.current_stream().wait_stream(side)
-    return call
-
-
 def main() -> None:
     """Check, then time every op and size; print medians and write --csv on rank 0."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -117,7 +103,10 @@ def main() -> None:
             iters = max(3, min(20, (256 << 20) // nbytes))
             fns = {k: v[0] for k, v in variants.items()}
             if a.load:
-                fns = {k: beside_gemm(fn, a.load) for k, fn in fns.items()}
+                # The tuner's overlap profile: the call on a side stream beside the GEMM.
+                ctx = Ctx(me, n, torch.bfloat16, "cuda")
+                fns = {k: partial(under_load(ctx, Case(lambda _be, fn=fn: fn()), a.load).call, None)
+                       for k, fn in fns.items()}
             t = mpi_rounds(fns, iters, a.rounds, True)
             med = {k: statistics.median(v) for k, v in t.items()}
             say(f"{op:<16} {format_bytes(nbytes):>7}  nccl {med['nccl']:8.1f}  "
