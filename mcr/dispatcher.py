@@ -25,11 +25,13 @@ _CACHE_MAX = 1 << 16
 
 
 def describe_key(key: CallKey) -> str:
-    """`all_reduce of 4096 B float32 on cpu, group of 2` for messages."""
+    """`all_reduce of 4KiB float32 on cpu, group of 2` (`of 100 B` where not whole KiB)."""
     red = f" ({redop_name(key.redop)})" if key.redop is not None else ""
     buf = " into symmetric memory" if key.buffer != "plain" else ""
     cap = " inside CUDA graph capture" if key.graph else ""
-    return (f"{key.op}{red} of {format_bytes(key.nbytes)} B {dtype_name(key.dtype)} on "
+    size = format_bytes(key.nbytes)
+    size += " B" if size.isdigit() else ""
+    return (f"{key.op}{red} of {size} {dtype_name(key.dtype)} on "
             f"{key.device}{buf}{cap}, group of {key.group_size}{_across(key)}")
 
 

@@ -114,12 +114,17 @@ def parser(title: str) -> argparse.ArgumentParser:
                     help="allocate outputs with mcr.comm.symmetric_empty(backend=BACKEND)")
     ap.add_argument("--calls", choices=["sync", "async"], default="sync",
                     help="how each call is made: sync, or async_op=True then wait()")
+    ap.add_argument("--interleave", choices=["sample", "round"], default="sample",
+                    help="sample: within a round the backends take turns sample by sample "
+                         "(A B, B A, ...), so a slow spell of the machine hits them alike and "
+                         "'x first' is the median of the per-sample ratios; round: each backend "
+                         "runs its samples in one block per round")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="measure the backends of a size in this many interleaved rounds (A B, "
-                         "B A, ...), each with up to -i samples and a share of --max-seconds; "
-                         "the 'x first'"
-                         " column is the median over rounds of the first backend's median time "
-                         "over this one's (> 1: faster than the first)")
+                    help="measure the backends of a size in this many rounds in rotated order "
+                         "(A B, B A, ...), each with up to -i samples and a share of "
+                         "--max-seconds; 'x first' is the first backend's time over this one's, "
+                         "the median of per-sample ratios (--interleave sample) or of per-round "
+                         "ones (> 1: faster than the first)")
     return ap
 
 
@@ -172,45 +177,75 @@ def under_load(ctx: Ctx, case: Case, gemm: int = 4096) -> Case:
     return Case(call, case.check)
 
 
-def time_case(ctx: Ctx, case: Case, backend: str | None, iters: int, warmup: int,
-              max_seconds: float, batch: int = 1, graph: bool = False) -> list[float]:
-    """Per-call seconds of each sample (batch calls between syncs), the group's slowest rank's.
-    graph: each sample replays one CUDA graph of the batch's calls."""
+def _calibrated(ctx: Ctx, work: list[Callable[[], Any]], iters: int,
+                max_seconds: float) -> int:
+    """Samples that fit max_seconds: one sample of each backend timed, the group's slowest rank's
+    slowest decides (big messages stay within max_seconds)."""
+    dist.barrier(group=ctx.group, backend="gloo")
+    one = torch.zeros(1, dtype=torch.float64)
+    for sample in work:
+        t0 = time.perf_counter()
+        sample()
+        _sync(ctx.device)
+        one[0] = max(float(one[0]), time.perf_counter() - t0)
+    dist.all_reduce(one, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
+    return max(3, min(iters, int(max_seconds / max(float(one[0]), 1e-7))))
+
+
+def prepared(ctx: Ctx, case: Case, backend: str | None, warmup: int, batch: int,
+             graph: bool) -> Callable[[], Any]:
+    """Warm the backend up; return one sample's work: batch calls, or with graph one replay of
+    them captured in a CUDA graph."""
     for _ in range(warmup):
         case.call(backend)
     _sync(ctx.device)
     if graph:
-        case = Case(graphed(case, backend, batch), case.check)
-        batch_calls, batch = batch, 1
-    else:
-        batch_calls = batch
-    # Calibrate the iteration count so that big messages stay within max_seconds.
-    dist.barrier(group=ctx.group, backend="gloo")
-    t0 = time.perf_counter()
-    case.call(backend)
-    _sync(ctx.device)
-    one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-    dist.all_reduce(one, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
-    iters = max(3, min(iters, int(max_seconds / max(float(one[0]) * batch, 1e-7))))
-    times = torch.empty(iters, dtype=torch.float64)
-    dist.barrier(group=ctx.group, backend="gloo")
-    for i in range(iters):
-        t0 = time.perf_counter()
+        replay = graphed(case, backend, batch)
+        return lambda: replay(backend)
+
+    def sample() -> None:
         for _ in range(batch):
             case.call(backend)
-        _sync(ctx.device)
-        times[i] = (time.perf_counter() - t0) / batch_calls
+    return sample
+
+
+def time_samples(ctx: Ctx, work: list[Callable[[], Any]], iters: int, max_seconds: float,
+                 batch: int) -> list[list[float]]:
+    """Per-call seconds of each sample of each backend's work, taken in turns (A B, B A, ...)
+    so that drift on a shared machine hits them alike: sample i of each is from the same moment.
+    Each gets up to max_seconds; the group's slowest rank's times count."""
+    iters = _calibrated(ctx, work, iters, max_seconds)
+    k = len(work)
+    times = torch.empty(k, iters, dtype=torch.float64)
+    dist.barrier(group=ctx.group, backend="gloo")
+    for i in range(iters):
+        for j in range(k):
+            b = (i + j) % k
+            t0 = time.perf_counter()
+            work[b]()
+            _sync(ctx.device)
+            times[b, i] = (time.perf_counter() - t0) / batch
     # Every rank gets the same numbers, so decisions made from them agree across ranks.
     dist.all_reduce(times, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
     return times.tolist()
 
 
+def time_case(ctx: Ctx, case: Case, backend: str | None, iters: int, warmup: int,
+              max_seconds: float, batch: int = 1, graph: bool = False) -> list[float]:
+    """Per-call seconds of each sample (batch calls between syncs), the group's slowest rank's.
+    graph: each sample replays one CUDA graph of the batch's calls."""
+    work = prepared(ctx, case, backend, warmup, batch, graph)
+    return time_samples(ctx, [work], iters, max_seconds, batch)[0]
+
+
 @dataclass
 class Timing:
-    """One backend at one size: every sample (seconds, slowest rank's) and each round's median."""
+    """One backend at one size: every sample (seconds, slowest rank's) and each round's median;
+    paired: sample i was taken beside sample i of the other backends of its size."""
 
     samples: list[float]
     rounds: list[float]
+    paired: bool = False
 
     @property
     def median(self) -> float:
@@ -222,27 +257,55 @@ class Timing:
         """How far the rounds' medians scatter: (max - min) / median of them (0 for 1 round)."""
         return (max(self.rounds) - min(self.rounds)) / statistics.median(self.rounds)
 
+    def speedup_over(self, first: Timing) -> float:
+        """first's time over this one's: the median of per-sample ratios where the samples were
+        taken in turns, else of per-round ratios (> 1: this one is faster)."""
+        if self.paired and first.paired and len(self.samples) == len(first.samples):
+            pairs = zip(first.samples, self.samples)
+        else:
+            pairs = zip(first.rounds, self.rounds)
+        return statistics.median(a / b for a, b in pairs)
+
+
+def _add(out: dict[str, Timing | str], be: str, t: list[float], paired: bool) -> None:
+    got = out.setdefault(be, Timing([], [], paired))
+    assert isinstance(got, Timing)
+    got.samples.extend(t)
+    got.rounds.append(statistics.median(t))
+
 
 def measure_size(ctx: Ctx, case: Case, backends: list[str], args: argparse.Namespace,
                  rounds: int) -> dict[str, Timing | str]:
-    """Each backend at one size, in `rounds` interleaved rounds (A B, B A, ...), each round with
-    up to --iterations samples and a 1/rounds share of --max-seconds, so drift on a shared
-    machine hits all alike. A str value says why that backend declined."""
+    """Each backend at one size, in `rounds` rounds in rotated order (A B, B A, ...), each round
+    with up to --iterations samples and a 1/rounds share of --max-seconds, so drift on a shared
+    machine hits all alike; with --interleave sample the backends also take turns sample by
+    sample within a round. A str value says why that backend declined."""
     out: dict[str, Timing | str] = {}
+    per = args.max_seconds / rounds
     for k in range(rounds):
-        for be in backends[k % len(backends):] + backends[:k % len(backends)]:
-            if isinstance(out.get(be), str):
-                continue
+        order = [be for be in backends[k % len(backends):] + backends[:k % len(backends)]
+                 if not isinstance(out.get(be), str)]
+        if args.interleave == "sample":
+            work = {}
+            for be in order:
+                try:
+                    work[be] = prepared(ctx, case, None if be == "auto" else be, args.warmup,
+                                        args.batch, args.graph)
+                except BackendUnavailable as e:
+                    out[be] = str(e).splitlines()[0]
+            times = time_samples(ctx, list(work.values()), args.iterations, per, args.batch) \
+                if work else []
+            for be, t in zip(work, times):
+                _add(out, be, t, paired=True)
+            continue
+        for be in order:
             try:
                 t = time_case(ctx, case, None if be == "auto" else be, args.iterations,
-                              args.warmup, args.max_seconds / rounds, args.batch, args.graph)
+                              args.warmup, per, args.batch, args.graph)
             except BackendUnavailable as e:
                 out[be] = str(e).splitlines()[0]
                 continue
-            got = out.setdefault(be, Timing([], []))
-            assert isinstance(got, Timing)
-            got.samples.extend(t)
-            got.rounds.append(statistics.median(t))
+            _add(out, be, t, paired=False)
     return out
 
 
@@ -286,7 +349,7 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
             "rounds": len(t.rounds), "round_medians_us": ";".join(f"{r * 1e6:.3f}"
                                                                   for r in t.rounds),
             "spread": t.spread,
-            "vs_first": statistics.median(a / b for a, b in zip(first.rounds, t.rounds))}
+            "vs_first": t.speedup_over(first)}
 
 
 def run(bench: Bench, argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -304,7 +367,8 @@ def _header(bench: Bench, ctx: Ctx, args: argparse.Namespace) -> None:
     print(f"# timing: {args.batch} call(s) per sample, {ctx.calls} calls"
           + (", replayed from one CUDA graph" if args.graph else "")
           + (f", outputs in {ctx.symm} symmetric memory" if ctx.symm else "")
-          + (f", {args.rounds} interleaved rounds" if args.rounds > 1 else ""))
+          + (f", {args.rounds} rounds" if args.rounds > 1 else "")
+          + (", backends in turns sample by sample" if args.interleave == "sample" else ""))
     print(f"# {'Size':>10} {'Backend':>12} {'Avg Latency(us)':>16} {'Median(us)':>11} "
           f"{'P10(us)':>9} {'P90(us)':>9} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12} "
           f"{'x first':>8}", flush=True)
