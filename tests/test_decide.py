@@ -11,7 +11,7 @@ import math
 from types import SimpleNamespace
 
 from mcr.tuner.check import confirmed
-from mcr.tuner.decide import TIE, gaps, pick, ranges, regret, suspects, winners
+from mcr.tuner.decide import TAIL, TIE, gaps, pick, ranges, regret, suspects, winners
 from mcr.tuner.search import Pass, tune_pass
 
 
@@ -39,6 +39,21 @@ def test_challenger_must_win_every_round():
     assert pick(noisy, "gloo") == "gloo"
     steady = {"gloo": _row("x", 8, "gloo", [100, 90, 95]), "mpi": _row("x", 8, "mpi", [50, 60, 55])}
     assert pick(steady, "gloo") == "mpi"
+
+
+def test_at_a_tie_the_steadier_challenger_wins():
+    """Medians within the margin: a challenger whose p90 is clearly lower (median no higher)
+    replaces a default whose latency swings; a small tail gain or a higher median does not."""
+    def point(nccl, sdma):
+        return {be: dict(_row("x", 8, be, [med] * 3), p90_us=p90)
+                for be, (med, p90) in (("nccl", nccl), ("sdma", sdma))}
+    assert pick(point((31.1, 37.3), (30.5, 32.3)), "nccl") == "sdma"     # 2 MiB, 2x H200
+    assert pick(point((31.1, 37.3), (31.1, 37.3 / (1 + TAIL / 2))), "nccl") == "nccl"
+    assert pick(point((30.0, 37.3), (30.5, 31.0)), "nccl") == "nccl"     # median higher
+    three = point((31.1, 40.0), (30.9, 33.0))
+    three["mpi"] = dict(_row("x", 8, "mpi", [31.0] * 3), p90_us=31.5)
+    assert pick(three, "nccl") == "mpi"                                   # the lowest tail
+    assert winners(list(three.values()), "nccl") == {"x": [(8, "mpi")]}
 
 
 def test_missing_default_measurement_takes_the_fastest():

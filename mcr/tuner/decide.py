@@ -4,6 +4,10 @@ A row is one backend at one size (mcr.measure.engine.make_row): median_us and th
 its interleaved rounds. Rules, in order:
 - a challenger replaces the default only if faster by more than TIE in every round, each round
   timing them side by side: a switch must pay for itself, and beat the noise between rounds;
+- at such a tie, a challenger whose median is no higher and whose slow tail (p90) is lower by
+  more than TAIL replaces the default: its mean is lower, and a default whose latency swings
+  between modes (NCCL's small calls on a shared host: 31 or 50 us) costs more in the job than
+  one steady round showed;
 - a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
   before it is believed (suspects);
 - where neighbouring sizes' winners differ, the size between them is measured next (gaps),
@@ -18,6 +22,7 @@ from collections import defaultdict
 from typing import Any
 
 TIE = 0.03  # within 3% of the fastest, keep the default backend: a switch must pay for itself
+TAIL = 0.10  # at a tie, a challenger's p90 this much lower (median no higher) still wins
 
 
 def _by_size(rows: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
@@ -42,7 +47,21 @@ def pick(point: dict[str, dict[str, Any]], default: str) -> str:
     if default not in t or best == default:
         return best
     paired = zip(_rounds(point[default]), _rounds(point[best]))
-    return best if all(d > c * (1 + TIE) for d, c in paired) else default
+    if all(d > c * (1 + TIE) for d, c in paired):
+        return best
+    return steadier(point, default)
+
+
+def steadier(point: dict[str, dict[str, Any]], default: str) -> str:
+    """At a tie of medians: the challenger with the lowest p90, if its median is no higher than
+    the default's and its p90 lower by more than TAIL; else the default."""
+    d = point[default]
+    if "p90_us" not in d:
+        return default
+    calm = [(float(r["p90_us"]), be) for be, r in point.items()
+            if be != default and float(r["median_us"]) <= float(d["median_us"])
+            and float(r["p90_us"]) * (1 + TAIL) < float(d["p90_us"])]
+    return min(calm)[1] if calm else default
 
 
 def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:

@@ -3,8 +3,6 @@ declines is reported and the rest still measured, samples stay paired, results a
 
 import argparse
 
-import torch
-
 import mcr.comm as dist
 from mcr.measure.cases import BENCHES
 from mcr.measure.engine import Case, make_ctx, measure_size, parser
