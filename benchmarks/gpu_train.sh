@@ -29,7 +29,7 @@ echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=c
 python3 -c 'import torch, deepspeed, transformers; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "deepspeed", deepspeed.__version__, "transformers", transformers.__version__)'
 if has train; then
 TAILN=4 step tuner 200 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \
-  --batch 5 --max-seconds 0.25 --backend nccl,sdma,symm --symm sdma --interconnect "NVLink" \
+  --batch 5 --max-seconds 0.25 --backend nccl,sdma,sdma_pipe,symm --symm sdma --interconnect "NVLink" \
   --out "$W/nvidia-h200_np$N"
 [ -f "$W/nvidia-h200_np$N.yaml" ] && export MCR_TUNING_TABLE="$W/nvidia-h200_np$N.yaml"
 for shape in small large; do

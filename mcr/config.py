@@ -95,7 +95,7 @@ KNOBS = (
     Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
     Knob("MCR_SDMA_GRAPHS", "sdma_graphs", _int_from(0), "64", True),
     Knob("MCR_SDMA_COPY", "sdma_copy", _choice("dtod", "unified"), "dtod", False),
-    Knob("MCR_SDMA_PIPELINE_BYTES", "sdma_pipeline_bytes", _bytes, "inf", True),
+    Knob("MCR_SDMA_PIPELINE_BYTES", "sdma_pipeline_bytes", _bytes, "16MiB", True),
     Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _bytes, "1MiB", True),
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
@@ -129,7 +129,7 @@ class Config:
     sdma_sync: str = "kernel"                     # kernel | memops
     sdma_graphs: int = 64                         # captured calls kept per group
     sdma_copy: str = "dtod"                       # dtod | unified
-    sdma_pipeline_bytes: float = float("inf")     # side-stream pushes in rounds from here
+    sdma_pipeline_bytes: float = 16 * 2**20       # sdma_pipe: side-stream rounds from here
     symm_max_bytes: float = 2**20                 # symm staging buffer
     symm_two_shot_bytes: float = 512 * 2**10      # two-shot from here
     nccl_ce: bool = False                         # enable nccl_ce

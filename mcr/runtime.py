@@ -96,7 +96,7 @@ def tune_command(cfg: Config, cuda: bool, n: int, nodes: int = 1) -> str:
                 "nodes): mpirun -np N --hostfile HOSTS python -m mcr.tuner [options]")
     if cuda:
         return (f"mcr-tune -n {n} -d cuda -t bfloat16 -m 4KiB:1GiB --batch 5 "
-                f"--backend nccl,sdma,symm --symm sdma --profiles standalone,overlap")
+                f"--backend nccl,sdma,sdma_pipe,symm --symm sdma --profiles standalone,overlap")
     return f"mcr-tune -n {n}"
 
 

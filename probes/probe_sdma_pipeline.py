@@ -1,6 +1,6 @@
-"""A/B of sdma's pipelined schedule (MCR_SDMA_PIPELINE_BYTES) inside one process: two sdma
+"""A/B of sdma's pipelined schedule (the sdma_pipe backend) inside one process: two sdma
 backends on the world group, one pipelining from --pipeline bytes per rank block and one never
-(inf, the earlier schedule), beside NCCL, timed in interleaved rounds on the same inputs; every
+(sdma's own schedule), beside NCCL, timed in interleaved rounds on the same inputs; every
 variant's output is compared with NCCL's bit for bit first (integer-valued data, so sums are
 exact).
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import statistics
 from collections.abc import Callable
 from functools import partial
@@ -81,10 +80,8 @@ def main() -> None:
     n, me = dist.get_world_size(), dist.get_rank()
     rt = runtime.get()
     g = rt.world
-    sd = {"pipe": SdmaBackend(dataclasses.replace(
-              rt.cfg, sdma_pipeline_bytes=parse_bytes(a.pipeline)), "cuda"),
-          "whole": SdmaBackend(dataclasses.replace(rt.cfg, sdma_pipeline_bytes=float("inf")),
-                               "cuda")}
+    sd = {"pipe": SdmaBackend(rt.cfg, "cuda", pipeline=parse_bytes(a.pipeline)),
+          "whole": SdmaBackend(rt.cfg, "cuda")}
     rows = []
     say(f"# sdma pipelined ({a.pipeline} per rank block) vs whole blocks vs NCCL, {n} GPUs, "
         f"bf16, {a.rounds} interleaved rounds; us per call (batch of calls back to back)"

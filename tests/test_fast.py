@@ -14,7 +14,7 @@ from mcr.backends.sdma import SdmaBackend
 from mcr.backends.symm import SymmBackend
 from mcr.config import from_env
 from mcr.groups import Group
-from mcr.ops import CallKey
+from mcr.ops import CallKey, make_key
 
 
 def _key(op: str, nbytes: int, dtype: torch.dtype = torch.bfloat16, device: str = "cuda",
@@ -60,8 +60,27 @@ def test_sdma_rounds_pipeline_large_blocks_only() -> None:
             assert len(pieces) == -(-b // slot)      # whole, or slot-sized when larger
         else:
             assert 2 <= len(pieces) <= 4 and per % MiB == 0 or b <= per
-    # MCR_SDMA_PIPELINE_BYTES=inf is the unpipelined schedule: whole blocks up to a slot.
+    # sdma's own schedule (pipeline inf) is unpipelined: whole blocks up to a slot.
     assert round_bytes(64 * MiB, slot, float("inf")) == 64 * MiB
+
+
+def test_sdma_pipe_is_sdma_below_its_threshold() -> None:
+    """The tuner times sdma_pipe only where its schedule differs from sdma's."""
+    MiB = 1 << 20
+    pipe = SdmaBackend(from_env(), "cuda", "sdma_pipe", 16 * MiB)
+    whole = SdmaBackend(from_env(), "cuda", "sdma", float("inf"), shares=pipe)
+    assert whole._groups is pipe._groups       # one transit buffer, one set of symmetric buffers
+
+    def key(op, nbytes, n=2, buffer="plain"):
+        return make_key(op, n, nbytes, torch.bfloat16, "cuda", buffer=buffer)
+    for op in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert pipe.same_as(key(op, 32 * MiB)) is None            # 16 MiB per rank block
+        assert pipe.same_as(key(op, 32 * MiB - 2)) == "sdma"
+        assert pipe.same_as(key(op, 32 * MiB, n=4)) == "sdma"     # 8 MiB per rank block
+        assert pipe.same_as(key(op, 32 * MiB, buffer="symmetric")) is None
+    assert pipe.same_as(key("broadcast", 16 * MiB)) is None      # the whole buffer is the block
+    assert pipe.same_as(key("broadcast", 16 * MiB, buffer="symmetric")) == "sdma"
+    assert whole.same_as(key("all_gather", 1 << 30)) is None
 
 
 def test_symm_declines_by_key() -> None:
@@ -153,7 +172,7 @@ def test_fast_paths_gpu() -> None:
     """sdma and symm against NCCL on every GPU of this node."""
     out = run_mpi(gpus(), "fast_worker.py", "--big", "64MiB", timeout=900)
     assert out.count(" checks") == gpus()
-    # sdma's pipelined schedule (side-stream rounds) from 1 MiB per rank block.
-    out = run_mpi(gpus(), "fast_worker.py", "--quick", timeout=900,
+    # sdma_pipe: the pipelined schedule (side-stream rounds) from 1 MiB per rank block.
+    out = run_mpi(gpus(), "fast_worker.py", "--quick", "--sdma", "sdma_pipe", timeout=900,
                   env={"MCR_SDMA_PIPELINE_BYTES": "1MiB"})
     assert out.count(" checks") == gpus()

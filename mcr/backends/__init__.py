@@ -15,7 +15,7 @@ from .base import HOST, STREAM, Backend
 # to the groups it builds).
 # Aliases map to the implementing backend.
 ORDER = ("gloo", "nccl", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8", "gloo_lanes2",
-         "gloo_lanes4", "gloo_lanes8", "nccl_ce", "sdma", "symm", "hier")
+         "gloo_lanes4", "gloo_lanes8", "nccl_ce", "sdma", "sdma_pipe", "symm", "hier")
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
 NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
@@ -74,7 +74,8 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
     from .gloo_lanes import COUNTS, GlooLanesBackend
     out.update((f"gloo_lanes{n}", GlooLanesBackend(n)) for n in COUNTS)
     out.update(_gpu_backends(cfg) if cuda else
-               {n: Unavailable(n, "CUDA is not available") for n in ("sdma", "nccl_ce", "symm")})
+               {n: Unavailable(n, "CUDA is not available")
+                for n in ("sdma", "sdma_pipe", "nccl_ce", "symm")})
     registry: dict[str, Backend] = {}
     out["hier"] = HierBackend(cfg, registry)
     registry.update((n, out[n]) for n in ORDER)
@@ -113,7 +114,8 @@ def release_group(backends: dict[str, Backend], group: Group, world: bool) -> No
 
 
 def _gpu_backends(cfg: Config) -> dict[str, Backend]:
-    """sdma, nccl_ce and symm where this process's torch, driver and NCCL allow them."""
+    """sdma, sdma_pipe, nccl_ce and symm where this process's torch, driver and NCCL allow
+    them."""
     import torch
 
     from .nccl_ce import NcclCeBackend, zero_cta_options
@@ -135,6 +137,12 @@ def _gpu_backends(cfg: Config) -> dict[str, Backend]:
             out["sdma"] = SdmaBackend(cfg, "cuda")
         except (OSError, RuntimeError) as e:
             out["sdma"] = Unavailable("sdma", str(e))
+    sdma = out["sdma"]
+    if isinstance(sdma, SdmaBackend) and sdma.engine == "cuda":
+        out["sdma_pipe"] = SdmaBackend(cfg, "cuda", "sdma_pipe", cfg.sdma_pipeline_bytes, sdma)
+    else:
+        out["sdma_pipe"] = Unavailable("sdma_pipe", getattr(sdma, "reason", None) or
+                                       "the pipelined schedule exists for CUDA copy engines only")
     try:
         import torch.distributed._symmetric_memory  # noqa: F401
         if not hasattr(torch.ops.symm_mem, "one_shot_all_reduce"):

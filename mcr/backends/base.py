@@ -76,6 +76,11 @@ class Backend:
             key = key._replace(redop=tdist.ReduceOp.SUM)
         return self.decline_key(key)
 
+    def same_as(self, key: CallKey) -> str | None:
+        """The name of a backend that does exactly what this one would for this call (the
+        tuner times only that one), or None."""
+        return None
+
     def decline_key(self, key: CallKey) -> str | None:
         """Backend-specific reasons to decline (device, dtype, reduce op, size)."""
         return None

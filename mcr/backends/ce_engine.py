@@ -88,14 +88,13 @@ class CeGroup:
     """Copy-engine state of one group on this rank: flags, transit buffer, push stream."""
 
     def __init__(self, pg: tdist.ProcessGroup, max_block: int, drv: Driver,
-                 sync: str = "kernel", graphs: int = 0, pipeline: float = float("inf")) -> None:
+                 sync: str = "kernel", graphs: int = 0) -> None:
         self.pg = pg
         self.n = pg.size()
         self.me = pg.rank()
         self.drv = drv
         self.dev = torch.device("cuda", torch.cuda.current_device())
         self.max_block = max_block          # per-rank bytes per round and slot
-        self.pipeline = pipeline            # per-rank block bytes from which rounds pipeline
         n = self.n
         self.flags = symm_empty(4 * 2 * _SLOTS * n, self.dev).view(torch.int32)
         self.flags.zero_()

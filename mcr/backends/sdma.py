@@ -45,18 +45,36 @@ def _reduce_blocks(blocks: torch.Tensor, redop: Any, out: torch.Tensor) -> None:
 
 
 class SdmaBackend(Backend):
-    """Copy-engine collectives on one node (CUDA peer copies, or mori SDMA on ROCm)."""
+    """Copy-engine collectives on one node (CUDA peer copies, or mori SDMA on ROCm).
+
+    `sdma_pipe` is the same backend with the pipelined schedule: from `pipeline` bytes per rank
+    block it pushes on a side stream in rounds, so the local copies run beside the pushes. It
+    wins standalone and loses beside a GEMM (benchmarks/NOTES.md), so it is a backend of its own
+    that the tuner measures under each profile; it shares sdma's per-group state (transit
+    buffer, flags, symmetric buffers)."""
 
     name = "sdma"
     domain = STREAM
     serves = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER})
     capturable = True
 
-    def __init__(self, cfg: Config, engine: str) -> None:
+    def __init__(self, cfg: Config, engine: str, name: str = "sdma",
+                 pipeline: float = float("inf"), shares: SdmaBackend | None = None) -> None:
         self.cfg = cfg
         self.engine = engine            # "cuda" | "mori"
-        self._groups: dict[int, Any] = {}
+        self.name = name
+        self.pipeline = pipeline        # per-rank block bytes from which rounds pipeline
+        self._groups: dict[int, Any] = shares._groups if shares is not None else {}
         self._drv = None
+
+    def same_as(self, key: CallKey) -> str | None:
+        """The backend that does exactly what this one would for the call (sdma, for
+        sdma_pipe's calls below its threshold), so the tuner need not time both."""
+        if self.pipeline == float("inf"):
+            return None
+        block = key.nbytes if key.op == BROADCAST else key.nbytes // max(key.group_size, 1)
+        zc_bcast = key.op == BROADCAST and key.buffer != "plain"
+        return "sdma" if block < self.pipeline or zc_bcast else None
 
     def decline_key(self, key: CallKey) -> str | None:
         """Serves CUDA tensors for all-gather, even all-to-all, broadcast, reduce-scatter."""
@@ -93,7 +111,7 @@ class SdmaBackend(Backend):
     def _state(self, g: Group) -> Any:
         st = self._groups.get(g.id)
         if st is None:
-            pg = g.handles[self.name]
+            pg = g.handles[self.name]   # sdma's and sdma_pipe's: the group's NCCL group
             max_block = max(1 << 16, int(self.cfg.sdma_max_bytes) // 2)
             if self.engine == "mori":
                 from .mori_engine import MoriGroup
@@ -102,7 +120,7 @@ class SdmaBackend(Backend):
                 from .cudadrv import Driver
                 self._drv = self._drv or Driver(self.cfg.sdma_copy)
                 st = CeGroup(pg, max_block, self._drv, self.cfg.sdma_sync,
-                             int(self.cfg.sdma_graphs), self.cfg.sdma_pipeline_bytes)
+                             int(self.cfg.sdma_graphs))
             self._groups[g.id] = st
         return st
 
@@ -164,14 +182,14 @@ class SdmaBackend(Backend):
             token = _zero_copy_token(off)
 
             # Pushes beside the own-block copy when both are large (in place, there is none).
-            side = b >= st.pipeline and own[0] != own[1]
+            side = b >= self.pipeline and own[0] != own[1]
 
             def issue_zc(m: torch.cuda.Stream) -> None:
                 sends = [Send(p, src_of(p, 0), buf.ptrs[p] + mine, b) for p in peers]
                 h = st.start(m, 0, sends, peers, token, True, side)
                 st.local_copy(m, *own, b)
                 st.finish(m, h)
-            st.launch(key + ("zc",), issue_zc)
+            st.launch(key + ("zc", side), issue_zc)
             return
         me = st.me
 
@@ -182,12 +200,11 @@ class SdmaBackend(Backend):
                                                 for p in peers], peers,
                      lambda m, h, o, ln: self._copy_out(st, m, h, o, ln, b, out_of), at_start)
 
-    @staticmethod
-    def _staged(st: CeGroup, key: tuple, b: int, sends_of: Any, recv: list[int],
+    def _staged(self, st: CeGroup, key: tuple, b: int, sends_of: Any, recv: list[int],
                 drain: Any, at_start: Any = None) -> None:
         """Rounds of round_bytes each (at most one transit slot); drain(m, round, offset, length)
         of round k is enqueued after round k+1's pushes, so the two overlap."""
-        per = round_bytes(b, st.max_block, st.pipeline)
+        per = round_bytes(b, st.max_block, self.pipeline)
         st.ensure_transit(per)
         pieces = rounds(b, per)
         side = len(pieces) > 1
@@ -202,7 +219,7 @@ class SdmaBackend(Backend):
                     drain(m, *prev)
                 prev = (h, o, ln)
             drain(m, *prev)
-        st.launch(key + (st.slot_bytes,), issue)
+        st.launch(key + (st.slot_bytes, per), issue)
 
     def _copy_out(self, st: CeGroup, m: torch.cuda.Stream, h: Any, o: int, ln: int, b: int,
                   out_of: Any) -> None:

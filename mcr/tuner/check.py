@@ -17,7 +17,7 @@ from mcr.ops import BUFFER_KEYED, make_key
 from mcr.tables import TableSet, load_table
 
 from .decide import TIE, regret
-from .search import Measurer, Pass
+from .search import Measurer, Pass, timed_as
 
 
 def off_grid(spec: str, factor: int, unit: int) -> list[int]:
@@ -70,7 +70,7 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
             if hit is None:
                 continue
             pts += m.point(p, size, "check")
-            chosen[(p.label(), size)] = hit[0]
+            chosen[(p.label(), size)] = timed_as(hit[0], key, backends)
         rows += [dict(r, op=p.label()) for r in pts]
     out, again = confirmed(rows, chosen, lambda op, size: [
         dict(r, op=op) for r in m.point(next(p for p in passes if p.label() == op), size,

@@ -12,6 +12,7 @@ from .search import Pass
 from .write import of_pass
 
 COLORS = {"gloo": "tab:green", "mpi": "tab:blue", "nccl": "tab:orange", "sdma": "tab:red",
+          "sdma_pipe": "darkred",
           "symm": "tab:purple", "nccl_ce": "tab:brown", "auto": "black", "hier": "tab:olive",
           "mpi_lanes2": "tab:cyan", "mpi_lanes4": "tab:pink", "mpi_lanes8": "tab:gray",
           "gloo_lanes2": "yellowgreen", "gloo_lanes4": "darkgreen", "gloo_lanes8": "lime"}

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcr.backends import canonical
 from mcr.measure.cases import BENCHES
 from mcr.measure.engine import Ctx, Timing, make_row, measure_size, under_load
-from mcr.ops import dtype_name
+from mcr.ops import CallKey, dtype_name, make_key
+from mcr.runtime import get as get_runtime
 
 from .decide import gaps, suspects, winners
 
@@ -38,6 +40,19 @@ class Pass:
         """e.g. all_gather, all_gather symmetric overlap."""
         return " ".join([self.op, *(["symmetric"] if self.symm else []),
                          *([self.profile] if self.profile != "standalone" else [])])
+
+
+def call_key(ctx: Ctx, p: Pass, size: int) -> CallKey:
+    """The key of the calls measured at this size of pass p."""
+    return make_key(p.op, ctx.n, size, ctx.dtype, ctx.device, profile=p.profile,
+                    buffer="symmetric" if p.symm else "plain")
+
+
+def timed_as(name: str, key: CallKey, names: list[str]) -> str:
+    """The backend whose timing stands for `name` at this call: the one among names that does
+    exactly what it would (sdma for sdma_pipe below its threshold), else itself."""
+    same = get_runtime().backends[canonical(name)].same_as(key)
+    return same if same in names else name
 
 
 def key_of(row: dict[str, Any]) -> tuple[str, ...]:
@@ -88,7 +103,8 @@ class Measurer:
             self.replayed += 1
             self.tick(1)
             return cached
-        bes = backends or self.backends
+        key = call_key(ctx, p, size)
+        bes = [b for b in backends or self.backends if timed_as(b, key, self.backends) == b]
         case = BENCHES[p.op].setup(ctx, size)
         if p.profile == "overlap":
             case = under_load(ctx, case)

@@ -24,6 +24,8 @@ from mcr.units import parse_bytes  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--big", default="1GiB", help="largest all-gather output (bytes, with unit)")
 ap.add_argument("--quick", action="store_true", help="fewer sizes (for the chunked rerun)")
+ap.add_argument("--sdma", default="sdma", choices=["sdma", "sdma_pipe"],
+                help="which copy-engine schedule the sdma cases run on")
 args = ap.parse_args()
 
 dist.init_distributed(verbose=True)
@@ -32,7 +34,8 @@ N, ME = dist.get_world_size(), dist.get_rank()
 DEV = torch.device("cuda", torch.cuda.current_device())
 CHECKS = [0]
 _SALT = [0]
-AVAIL = [b for b in ("sdma", "nccl_ce", "symm") if b in dist.get_world_group().handles]
+SDMA = args.sdma
+AVAIL = [b for b in (SDMA, "nccl_ce", "symm") if b in dist.get_world_group().handles]
 if ME == 0:
     print(f"fast backends bound to the world group: {AVAIL}; notes: "
           f"{dist.get_world_group().notes}", flush=True)
@@ -194,13 +197,13 @@ def t_repeat(numel: int, iters: int = 4) -> None:
         stream = side if it == 2 else torch.cuda.current_stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            dist.all_gather_into_tensor(out, x, backend="sdma")
-            dist.all_gather_into_tensor(zc, zc[ME * numel:(ME + 1) * numel], backend="sdma")
-            dist.all_to_all_single(a2a, xa, backend="sdma")
-            dist.reduce_scatter_tensor(rs, xa, backend="sdma")
-            dist.broadcast(bc, it % N, backend="sdma")
+            dist.all_gather_into_tensor(out, x, backend=SDMA)
+            dist.all_gather_into_tensor(zc, zc[ME * numel:(ME + 1) * numel], backend=SDMA)
+            dist.all_to_all_single(a2a, xa, backend=SDMA)
+            dist.reduce_scatter_tensor(rs, xa, backend=SDMA)
+            dist.broadcast(bc, it % N, backend=SDMA)
         torch.cuda.current_stream().wait_stream(stream)
-        tag = f"sdma repeat #{it} n={numel}"
+        tag = f"{SDMA} repeat #{it} n={numel}"
         check(tag + " all_gather", out, ref)
         check(tag + " all_gather zero-copy in-place", zc, ref)
         check(tag + " all_to_all", a2a, ra)
@@ -222,9 +225,9 @@ def t_mixed(ops: int) -> None:
     pend = []
     for i in range(ops):
         kind = rng.choice(["ag", "ar", "a2a", "rs", "bc"])
-        be = rng.choice({"ag": ["sdma", "nccl", "nccl_ce"], "ar": ["symm", "nccl"],
-                         "a2a": ["sdma", "nccl", "nccl_ce"], "rs": ["sdma", "nccl"],
-                         "bc": ["sdma", "nccl"]}[kind])
+        be = rng.choice({"ag": [SDMA, "nccl", "nccl_ce"], "ar": ["symm", "nccl"],
+                         "a2a": [SDMA, "nccl", "nccl_ce"], "rs": [SDMA, "nccl"],
+                         "bc": [SDMA, "nccl"]}[kind])
         be = be if be == "nccl" or be in AVAIL else "nccl"
         n = rng.choice([1, 17, 4096, 100_003])
         s = salt()
@@ -265,22 +268,22 @@ def t_mixed(ops: int) -> None:
 def main() -> None:
     big = int(parse_bytes(args.big))
     exact_dtypes = (torch.bfloat16, torch.float16, torch.float32, torch.int32)
-    if "sdma" in AVAIL:
+    if SDMA in AVAIL:
         for dt in exact_dtypes + (torch.uint8,):
             for n in sizes(big // N // torch.empty((), dtype=dt).element_size()):
                 if n * N * torch.empty((), dtype=dt).element_size() > big:
                     continue
                 if dt != torch.bfloat16 and n > 4 << 20:
                     continue
-                t_all_gather("sdma", dt, n)
-                t_all_to_all("sdma", dt, max(1, n // N))
-                t_broadcast("sdma", dt, n)
+                t_all_gather(SDMA, dt, n)
+                t_all_to_all(SDMA, dt, max(1, n // N))
+                t_broadcast(SDMA, dt, n)
                 if dt != torch.uint8:
-                    t_reduce_scatter("sdma", dt, max(1, n // N))
+                    t_reduce_scatter(SDMA, dt, max(1, n // N))
         for n in (1, 1000, (1 << 20) + 4):
-            t_all_gather("sdma", torch.bfloat16, n, symm_out=True)
-            t_all_to_all("sdma", torch.bfloat16, n, symm_out=True)
-            t_broadcast("sdma", torch.bfloat16, n, symm=True)
+            t_all_gather(SDMA, torch.bfloat16, n, symm_out=True)
+            t_all_to_all(SDMA, torch.bfloat16, n, symm_out=True)
+            t_broadcast(SDMA, torch.bfloat16, n, symm=True)
         before = graph_replays()
         for n in (3, 4096, (1 << 20) + 5):
             t_repeat(n)
@@ -305,11 +308,11 @@ def main() -> None:
     for grp in [s for s in subs if ME in s.ranks] + ([trio] if trio and ME in trio.ranks else []):
         have = [b for b in AVAIL if b in grp.handles]
         for n in (5, 70000):
-            if "sdma" in have:
-                t_all_gather("sdma", torch.bfloat16, n, g=grp)
-                t_all_to_all("sdma", torch.float32, n, g=grp)
-                t_broadcast("sdma", torch.int32, n, g=grp)
-                t_reduce_scatter("sdma", torch.float32, n, g=grp)
+            if SDMA in have:
+                t_all_gather(SDMA, torch.bfloat16, n, g=grp)
+                t_all_to_all(SDMA, torch.float32, n, g=grp)
+                t_broadcast(SDMA, torch.int32, n, g=grp)
+                t_reduce_scatter(SDMA, torch.float32, n, g=grp)
             if "nccl_ce" in have:
                 t_all_gather("nccl_ce", torch.bfloat16, n, g=grp)
             if "symm" in have:
