@@ -11,13 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from mcr.backends import KNOWN
-from mcr.layout import parse_label
 from mcr.measure.engine import make_ctx, sizes
-from mcr.ops import BUFFER_KEYED, make_key
+from mcr.ops import BUFFER_KEYED
 from mcr.tables import TableSet, load_table
 
 from .decide import TIE, regret
-from .search import Measurer, Pass, timed_as
+from .search import Measurer, Pass, call_key, timed_as
 
 
 def off_grid(spec: str, factor: int, unit: int) -> list[int]:
@@ -60,12 +59,10 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
     rows: list[dict[str, Any]] = []
     chosen: dict[tuple[str, int], str] = {}
     between = off_grid(args.message_size, args.factor, ctx.n * ctx.dtype.itemsize)
-    nodes = parse_label(k)[1]
     for p in passes:
         pts = []
         for size in between:
-            key = make_key(p.op, ctx.n, size, ctx.dtype, ctx.device, profile=p.profile,
-                           buffer="symmetric" if p.symm else "plain", nodes=nodes)
+            key = call_key(ctx, p, size)
             hit = ts.lookup(key)
             if hit is None:
                 continue

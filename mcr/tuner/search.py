@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcr.backends import canonical
+from mcr.layout import parse_label
 from mcr.measure.cases import BENCHES
 from mcr.measure.engine import Ctx, Timing, make_row, measure_size, under_load
 from mcr.ops import CallKey, dtype_name, make_key
@@ -43,9 +44,9 @@ class Pass:
 
 
 def call_key(ctx: Ctx, p: Pass, size: int) -> CallKey:
-    """The key of the calls measured at this size of pass p."""
+    """The key of the calls measured at this size of pass p (as a table looks it up)."""
     return make_key(p.op, ctx.n, size, ctx.dtype, ctx.device, profile=p.profile,
-                    buffer="symmetric" if p.symm else "plain")
+                    buffer="symmetric" if p.symm else "plain", nodes=parse_label(ctx.label)[1])
 
 
 def timed_as(name: str, key: CallKey, names: list[str]) -> str:
