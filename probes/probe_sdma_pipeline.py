@@ -1,8 +1,7 @@
-"""A/B of sdma's pipelined schedule (the sdma_pipe backend) inside one process: two sdma
-backends on the world group, one pipelining from --pipeline bytes per rank block and one never
-(sdma's own schedule), beside NCCL, timed in interleaved rounds on the same inputs; every
-variant's output is compared with NCCL's bit for bit first (integer-valued data, so sums are
-exact).
+"""A/B of sdma's pipelined schedule inside one process: the sdma_pipe backend (pipelining from
+MCR_SDMA_PIPELINE_BYTES per rank block) and sdma (whole blocks) on the world group, beside
+NCCL, timed in interleaved rounds on the same inputs; every variant's output is compared with
+NCCL's bit for bit first (integer-valued data, so sums are exact).
 
   mpirun -np N python -m probes.probe_sdma_pipeline [--sizes 8MiB:1GiB] [--rounds 5]
 """
@@ -23,7 +22,7 @@ import mcr.comm as dist
 from mcr import runtime
 from mcr.backends.sdma import SdmaBackend
 from mcr.measure.engine import Case, Ctx, sizes, under_load
-from mcr.units import format_bytes, parse_bytes
+from mcr.units import format_bytes
 from probes.probe_util import mpi_rounds, say
 
 OPS = ("all_gather", "all_gather_symm", "reduce_scatter", "all_to_all")
@@ -68,7 +67,6 @@ def main() -> None:
     """Check, then time every op and size; print medians and write --csv on rank 0."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="8MiB:1GiB", help="MIN:MAX full-buffer bytes (x4 steps)")
-    ap.add_argument("--pipeline", default="16MiB")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--load", type=int, default=0, metavar="N",
@@ -80,11 +78,11 @@ def main() -> None:
     n, me = dist.get_world_size(), dist.get_rank()
     rt = runtime.get()
     g = rt.world
-    sd = {"pipe": SdmaBackend(rt.cfg, "cuda", pipeline=parse_bytes(a.pipeline)),
-          "whole": SdmaBackend(rt.cfg, "cuda")}
+    sd = {"pipe": rt.backends["sdma_pipe"], "whole": rt.backends["sdma"]}
     rows = []
-    say(f"# sdma pipelined ({a.pipeline} per rank block) vs whole blocks vs NCCL, {n} GPUs, "
-        f"bf16, {a.rounds} interleaved rounds; us per call (batch of calls back to back)"
+    say(f"# sdma pipelined ({format_bytes(rt.cfg.sdma_pipeline_bytes)} per rank block) vs whole "
+        f"blocks vs NCCL, {n} GPUs, bf16, {a.rounds} interleaved rounds; us per call (batch of "
+        f"calls back to back)"
         + (f"; each beside a {a.load}^2 bf16 GEMM, whole window timed" if a.load else ""))
     for op in a.ops.split(","):
         for nbytes in sizes(a.sizes, 4, 2 * n):
