@@ -91,8 +91,9 @@ def as_redop(op: object, what: str = "reduction") -> object:
     """torch's reduce op for op, as torch's own enum value: op itself (a `ReduceOp.PREMUL_SUM(f)`
     keeps its factor), a ReduceOp object's type, or the value of another library's enum of the
     same names (DeepSpeed's `deepspeed.comm.ReduceOp`). ValueError naming the call otherwise."""
-    if op in REDOP_NAMES:  # type: ignore[operator]
-        return _CANON[op]
+    canon = _CANON.get(op)  # type: ignore[call-overload]
+    if canon is not None:
+        return canon
     if type(op) is tdist.ReduceOp:
         # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
         return op if op.op == tdist.ReduceOp.PREMUL_SUM else _CANON[op.op]
