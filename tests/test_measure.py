@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import run_torchrun
 
 from mcr.measure.engine import Timing
+from mcr.measure.turns import turn_orders
 
 
 def test_backends_take_turns_sample_by_sample_on_gloo():
@@ -22,3 +24,27 @@ def test_speedup_pairs_samples_taken_together_else_rounds():
     this.paired = False    # samples not taken side by side: only rounds pair up
     want = np.median([np.median(a[:20]) / np.median(b[:20]), np.median(a[20:]) / np.median(b[20:])])
     assert np.isclose(this.speedup_over(first), want)
+
+
+def _after_counts(orders, k):
+    seq = [b for o in orders for b in o]
+    after = np.zeros((k, k), dtype=int)
+    for a, b in zip(seq, seq[1:]):
+        after[a, b] += 1
+    return after
+
+
+def _balanced(orders, k):
+    off = _after_counts(orders, k)[~np.eye(k, dtype=bool)]
+    return off.min() >= 0.7 * off.mean() and off.max() <= 1.3 * off.mean()
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+def test_turns_put_each_backend_after_each_other_alike(k):
+    n = 12 * k
+    orders = turn_orders(k, n)
+    assert len(orders) == n and all(sorted(o) == list(range(k)) for o in orders)
+    assert _balanced(orders, k), _after_counts(orders, k)
+    # A plain rotation (A B C, B C A, ...) fails this: B runs right after A in every sample.
+    rot = [tuple((i + j) % k for j in range(k)) for i in range(n)]
+    assert _balanced(rot, k) == (k == 2)

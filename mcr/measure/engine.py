@@ -24,6 +24,7 @@ import torch
 import mcr.comm as dist
 from mcr import layout
 from mcr.errors import BackendUnavailable
+from mcr.measure.turns import turn_orders
 from mcr.ops import BUFFER_KEYED, bus_factor, dtype_name
 from mcr.session import group_of
 from mcr.units import parse_bytes
@@ -115,10 +116,10 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap.add_argument("--calls", choices=["sync", "async"], default="sync",
                     help="how each call is made: sync, or async_op=True then wait()")
     ap.add_argument("--interleave", choices=["sample", "round"], default="sample",
-                    help="sample: within a round the backends take turns sample by sample "
-                         "(A B, B A, ...), so a slow spell of the machine hits them alike and "
-                         "'x first' is the median of the per-sample ratios; round: each backend "
-                         "runs its samples in one block per round")
+                    help="sample: within a round the backends take turns sample by sample, "
+                         "each after each other equally often, so a slow spell of the machine "
+                         "hits them alike and 'x first' is the median of the per-sample "
+                         "ratios; round: each backend runs its samples in one block per round")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure the backends of a size in this many rounds in rotated order "
                          "(A B, B A, ...), each with up to -i samples and a share of "
@@ -211,16 +212,16 @@ def prepared(ctx: Ctx, case: Case, backend: str | None, warmup: int, batch: int,
 
 def time_samples(ctx: Ctx, work: list[Callable[[], Any]], iters: int, max_seconds: float,
                  batch: int) -> list[list[float]]:
-    """Per-call seconds of each sample of each backend's work, taken in turns (A B, B A, ...)
-    so that drift on a shared machine hits them alike: sample i of each is from the same moment.
-    Each gets up to max_seconds; the group's slowest rank's times count."""
+    """Per-call seconds of each sample of each backend's work, taken in turns so that drift on
+    a shared machine hits them alike (sample i of each is from the same moment) and each runs
+    after each other one equally often (turns.turn_orders). Each gets up to max_seconds; the
+    group's slowest rank's times count."""
     iters = _calibrated(ctx, work, iters, max_seconds)
     k = len(work)
     times = torch.empty(k, iters, dtype=torch.float64)
     dist.barrier(group=ctx.group, backend="gloo")
-    for i in range(iters):
-        for j in range(k):
-            b = (i + j) % k
+    for i, order in enumerate(turn_orders(k, iters)):
+        for b in order:
             t0 = time.perf_counter()
             work[b]()
             _sync(ctx.device)

@@ -6,6 +6,7 @@ import argparse
 import mcr.comm as dist
 from mcr.measure.cases import BENCHES
 from mcr.measure.engine import Case, make_ctx, measure_size, parser
+from mcr.measure.turns import turn_orders
 
 dist.init_distributed(verbose=False)
 args = parser("measure worker").parse_args(
@@ -27,13 +28,13 @@ g, a = got["gloo"], got["auto"]
 assert not isinstance(g, str) and not isinstance(a, str)
 assert g.paired and a.paired and len(g.samples) == len(a.samples) == 12 and len(g.rounds) == 2
 timed = [be for be in seen if be != "mpi"]
-# Per round: warm-up (1 call each), calibration (1 sample each), then 6 samples in turns, the
-# first backend of each sample rotating: gloo auto, auto gloo, ...; round 2 starts with auto.
-r1 = timed[:4 + 12]
-assert r1[:4] == ["gloo", None, "gloo", None], r1[:4]
-assert r1[4:] == ["gloo", None, None, "gloo"] * 3, r1[4:]
-r2 = timed[16:]
-assert r2[:4] == [None, "gloo", None, "gloo"] and r2[4:] == [None, "gloo", "gloo", None] * 3, r2
+# Per round: warm-up (1 call each), calibration (1 sample each), then 6 samples in the orders
+# turn_orders gives (each backend after each other alike); round 2 starts with auto.
+for r, names in enumerate((["gloo", None], [None, "gloo"])):
+    got_r = timed[16 * r:16 * (r + 1)]
+    assert got_r[:4] == names * 2, got_r[:4]
+    want = [names[b] for order in turn_orders(2, 6) for b in order]
+    assert got_r[4:] == want and want[:4] == [names[0], names[1], names[1], names[0]], got_r
 real.call(None)
 real.check()
 assert all(s > 0 for s in g.samples + a.samples)
