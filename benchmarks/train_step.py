@@ -3,10 +3,11 @@
 A Llama-style decoder from transformers (random init, bf16 on GPUs), AdamW, random tokens. Every
 configuration trains its own copy of the model, built from the same seed, on the same batches,
 in one process per rank: blocks of `--steps` steps run in turn, configuration after
-configuration, `--pairs` times, the order rotated each round (A B C, B C A, C A B, ...), so drift
-on a shared machine and the cost of switching copies hit all of them alike. Per block: tokens/s,
-step time, peak memory; per step: the loss of every configuration (equal step by step is the
-correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps`
+configuration, `--pairs` times, in orders that put each configuration right after each
+other one about equally often (mcr.measure.turns), so drift on a shared machine and the cost of
+switching copies hit all of them alike. Per block: tokens/s, step time, peak memory; per
+step: the loss of every configuration (equal step by step is the correctness check on CPU; on
+GPUs compare with plain2's difference). Then `--profile-steps`
 steps of each configuration under torch.profiler give a breakdown of the step: GPU compute,
 communication, communication not hidden under compute, and GPU idle (host-bound) time.
 
@@ -44,6 +45,7 @@ import torch.distributed as tdist
 
 import mcr.comm as dist
 from mcr.backends import default_backend
+from mcr.measure.turns import turn_orders
 
 SHAPES = {
     "tiny": dict(layers=2, hidden=64, heads=4, inter=176, seq=32, mb=2, vocab=512),
@@ -349,11 +351,11 @@ def main() -> None:
     for t in trainers:                  # warm-up: every copy takes the same first steps
         run_block(t, step, args.warmup, shape, device, tokens, record=False)
     step += args.warmup
-    for p in range(args.pairs):
-        # Rotate the order each round: whichever copy runs first after a switch pays for it.
-        k = p % len(trainers)
-        for t in trainers[k:] + trainers[:k]:
-            run_block(t, step, args.steps, shape, device, tokens, record=True)
+    for p, order in enumerate(turn_orders(len(trainers), args.pairs)):
+        # Whichever copy runs first after a switch, or right after a given other one, pays for
+        # it: each round's order puts every copy after every other one alike over the rounds.
+        for i in order:
+            run_block(trainers[i], step, args.steps, shape, device, tokens, record=True)
         step += args.steps
         if rank == 0:
             print(f"pair {p + 1}/{args.pairs}: " + ", ".join(
