@@ -48,3 +48,5 @@ def test_turns_put_each_backend_after_each_other_alike(k):
     # A plain rotation (A B C, B C A, ...) fails this: B runs right after A in every sample.
     rot = [tuple((i + j) % k for j in range(k)) for i in range(n)]
     assert _balanced(rot, k) == (k == 2)
+    if k == 2:   # two backends: A B, B A, ... (each boundary a backend after itself)
+        assert orders == ((0, 1), (1, 0)) * k * 6

@@ -88,14 +88,26 @@ def expect_equal(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
                              f"want {want.reshape(-1)[i].item()}")
 
 
+def _at_least(lo: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than lo."""
+    def parse(text: str) -> int:
+        v = int(text)
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {v}")
+        return v
+    parse.__name__ = "integer"   # argparse names the type in "invalid integer value: 'x'"
+    return parse
+
+
 def parser(title: str) -> argparse.ArgumentParser:
     """The common options (OSU's -m/-i/-x/-c/-d plus mcr's --backend and -t)."""
     ap = argparse.ArgumentParser(description=title)
     ap.add_argument("-m", "--message-size", default="4:16MiB",
                     help="MIN:MAX full-buffer bytes, units allowed (default 4:16MiB)")
-    ap.add_argument("-f", "--factor", type=int, default=2, help="size step factor (default 2)")
-    ap.add_argument("-i", "--iterations", type=int, default=100)
-    ap.add_argument("-x", "--warmup", type=int, default=10)
+    ap.add_argument("-f", "--factor", type=_at_least(2), default=2,
+                    help="size step factor (default 2)")
+    ap.add_argument("-i", "--iterations", type=_at_least(1), default=100)
+    ap.add_argument("-x", "--warmup", type=_at_least(0), default=10)
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default=None,
                     help="cpu or cuda (default: cuda if available)")
     ap.add_argument("-c", "--validate", action="store_true", help="check results")
@@ -105,7 +117,7 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap.add_argument("--csv", default=None, help="append rows to this CSV (rank 0)")
     ap.add_argument("--max-seconds", type=float, default=2.0,
                     help="cap on timed seconds per size and backend (iterations shrink)")
-    ap.add_argument("--batch", type=int, default=1,
+    ap.add_argument("--batch", type=_at_least(1), default=1,
                     help="calls per timed sample, back to back (1: OSU latency, each call "
                          "synchronized; >1: nccl-tests style throughput per call)")
     ap.add_argument("--graph", action="store_true",
@@ -120,7 +132,12 @@ def parser(title: str) -> argparse.ArgumentParser:
                          "each after each other equally often, so a slow spell of the machine "
                          "hits them alike and 'x first' is the median of the per-sample "
                          "ratios; round: each backend runs its samples in one block per round")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--lead-in", type=_at_least(0), default=1, metavar="N",
+                    help="with --interleave sample: N untimed calls (each synchronized) of a "
+                         "backend right before each of its samples, so that what the previous "
+                         "backend's call left running is not timed (Gloo's threads added 20-40 "
+                         "us to the next call on a 2-core VM); 0: none")
+    ap.add_argument("--rounds", type=_at_least(1), default=1,
                     help="measure the backends of a size in this many rounds in rotated order "
                          "(A B, B A, ...), each with up to -i samples and a share of "
                          "--max-seconds; 'x first' is the first backend's time over this one's, "
@@ -178,15 +195,26 @@ def under_load(ctx: Ctx, case: Case, gemm: int = 4096) -> Case:
     return Case(call, case.check)
 
 
-def _calibrated(ctx: Ctx, work: list[Callable[[], Any]], iters: int,
-                max_seconds: float) -> int:
-    """Samples that fit max_seconds: one sample of each backend timed, the group's slowest rank's
-    slowest decides (big messages stay within max_seconds)."""
+@dataclass
+class Sample:
+    """One backend's timed work (`run`: --batch calls, or one graph replay of them) and its
+    untimed lead-in (`lead`: one call, synchronized)."""
+
+    run: Callable[[], Any]
+    lead: Callable[[], Any]
+
+
+def _calibrated(ctx: Ctx, work: list[Sample], iters: int, max_seconds: float,
+                lead: int) -> int:
+    """Samples that fit max_seconds, lead-ins included: one of each backend timed, the group's
+    slowest rank's slowest decides (big messages stay within max_seconds)."""
     dist.barrier(group=ctx.group, backend="gloo")
     one = torch.zeros(1, dtype=torch.float64)
     for sample in work:
         t0 = time.perf_counter()
-        sample()
+        for _ in range(lead):
+            sample.lead()
+        sample.run()
         _sync(ctx.device)
         one[0] = max(float(one[0]), time.perf_counter() - t0)
     dist.all_reduce(one, op=dist.ReduceOp.MAX, group=ctx.group, backend="gloo")
@@ -194,36 +222,44 @@ def _calibrated(ctx: Ctx, work: list[Callable[[], Any]], iters: int,
 
 
 def prepared(ctx: Ctx, case: Case, backend: str | None, warmup: int, batch: int,
-             graph: bool) -> Callable[[], Any]:
+             graph: bool) -> Sample:
     """Warm the backend up; return one sample's work: batch calls, or with graph one replay of
     them captured in a CUDA graph."""
     for _ in range(warmup):
         case.call(backend)
     _sync(ctx.device)
+
+    def lead() -> None:
+        case.call(backend)
+        _sync(ctx.device)
     if graph:
         replay = graphed(case, backend, batch)
-        return lambda: replay(backend)
+        return Sample(lambda: replay(backend), lead)
 
-    def sample() -> None:
+    def run() -> None:
         for _ in range(batch):
             case.call(backend)
-    return sample
+    return Sample(run, lead)
 
 
-def time_samples(ctx: Ctx, work: list[Callable[[], Any]], iters: int, max_seconds: float,
-                 batch: int) -> list[list[float]]:
+def time_samples(ctx: Ctx, work: list[Sample], iters: int, max_seconds: float,
+                 batch: int, lead: int = 1) -> list[list[float]]:
     """Per-call seconds of each sample of each backend's work, taken in turns so that drift on
     a shared machine hits them alike (sample i of each is from the same moment) and each runs
-    after each other one equally often (turns.turn_orders). Each gets up to max_seconds; the
-    group's slowest rank's times count."""
-    iters = _calibrated(ctx, work, iters, max_seconds)
+    after each other one equally often (turns.turn_orders). With several backends, `lead`
+    untimed calls precede each sample: what the previous backend's call left running is paid
+    there. Each gets up to max_seconds; the group's slowest rank's times count."""
     k = len(work)
+    lead = lead if k > 1 else 0
+    iters = _calibrated(ctx, work, iters, max_seconds, lead)
     times = torch.empty(k, iters, dtype=torch.float64)
     dist.barrier(group=ctx.group, backend="gloo")
     for i, order in enumerate(turn_orders(k, iters)):
         for b in order:
+            for _ in range(lead):
+                work[b].lead()
             t0 = time.perf_counter()
-            work[b]()
+            work[b].run()
             _sync(ctx.device)
             times[b, i] = (time.perf_counter() - t0) / batch
     # Every rank gets the same numbers, so decisions made from them agree across ranks.
@@ -294,8 +330,8 @@ def measure_size(ctx: Ctx, case: Case, backends: list[str], args: argparse.Names
                                         args.batch, args.graph)
                 except BackendUnavailable as e:
                     out[be] = str(e).splitlines()[0]
-            times = time_samples(ctx, list(work.values()), args.iterations, per, args.batch) \
-                if work else []
+            times = time_samples(ctx, list(work.values()), args.iterations, per, args.batch,
+                                 args.lead_in) if work else []
             for be, t in zip(work, times):
                 _add(out, be, t, paired=True)
             continue

@@ -22,19 +22,25 @@ def call(be: str | None) -> None:
     real.call(be)
 
 
-got = measure_size(ctx, Case(call, real.check), ["gloo", "auto", "mpi"], args, 2)
-assert isinstance(got["mpi"], str) and "mpi" in got["mpi"], got["mpi"]   # not under mpiexec
-g, a = got["gloo"], got["auto"]
-assert not isinstance(g, str) and not isinstance(a, str)
-assert g.paired and a.paired and len(g.samples) == len(a.samples) == 12 and len(g.rounds) == 2
-timed = [be for be in seen if be != "mpi"]
-# Per round: warm-up (1 call each), calibration (1 sample each), then 6 samples in the orders
-# turn_orders gives (each backend after each other alike); round 2 starts with auto.
-for r, names in enumerate((["gloo", None], [None, "gloo"])):
-    got_r = timed[16 * r:16 * (r + 1)]
-    assert got_r[:4] == names * 2, got_r[:4]
-    want = [names[b] for order in turn_orders(2, 6) for b in order]
-    assert got_r[4:] == want and want[:4] == [names[0], names[1], names[1], names[0]], got_r
+for lead in (1, 0):
+    args.lead_in = lead
+    seen.clear()
+    got = measure_size(ctx, Case(call, real.check), ["gloo", "auto", "mpi"], args, 2)
+    assert isinstance(got["mpi"], str) and "mpi" in got["mpi"], got["mpi"]   # not under mpiexec
+    g, a = got["gloo"], got["auto"]
+    assert not isinstance(g, str) and not isinstance(a, str)
+    assert g.paired and a.paired and len(g.samples) == len(a.samples) == 12 and len(g.rounds) == 2
+    timed = [be for be in seen if be != "mpi"]
+    # Per round: warm-up (1 call each), calibration (lead-ins and 1 sample each), then 6
+    # samples, each after its lead-in calls, in the orders turn_orders gives (each backend
+    # after each other alike); round 2 starts with auto.
+    per = 2 + 2 * (lead + 1) + 12 * (lead + 1)
+    assert len(timed) == 2 * per, (lead, len(timed))
+    for r, names in enumerate((["gloo", None], [None, "gloo"])):
+        got_r = timed[per * r:per * (r + 1)]
+        want = names + [be for be in names for _ in range(lead + 1)] + \
+            [names[b] for order in turn_orders(2, 6) for b in order for _ in range(lead + 1)]
+        assert got_r == want, (lead, r, got_r)
 real.call(None)
 real.check()
 assert all(s > 0 for s in g.samples + a.samples)
