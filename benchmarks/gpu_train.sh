@@ -12,6 +12,10 @@
 #          mcr without the symmetric buffer ring
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
 #          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; 8 rounds, rotated
+#   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
+#          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
+#          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
+#          spinning barrier kernel slows the compute beside it (NOTES, "barrier kernel")
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -63,6 +67,16 @@ for shape in large small; do
       --shape $shape --configs plain,plain2,mcr,mcr-nccl --pairs 8 --steps 3 --warmup 2 \
       --out "$W"
   done
+done
+fi
+if has sync; then
+for run in "fsdp kernel 1" "fsdp memops 1" "fsdp kernel 2" "fsdp memops 2" "deepspeed kernel 1" \
+           "deepspeed memops 1"; do
+  set -- $run
+  MCR_SDMA_SYNC=$2 TAILN=3 step "sync_$1_$2_$3" 150 $RUN benchmarks/train_step.py --framework $1 \
+    --shape large --configs plain,mcr --pairs 6 --steps 3 --warmup 2 --out "$W/sync_$2_$3"
+  grep -a '"ratio_median"\|"compute_ms"\|"comm_exposed_ms"' "$W/sync_$1_$2_$3.log" | tr -d ' ,' \
+    | paste -sd' '
 done
 fi
 } 2>&1 | tee "$OUT/summary.log"
