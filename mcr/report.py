@@ -18,13 +18,16 @@ def _human(n: int) -> str:
 
 def rows(rt: Runtime) -> list[dict[str, Any]]:
     """One dict per (op, library) served (kind "served"), per call that bypassed mcr (kind
-    "bypass"), and per (op, library, size bucket) timed (kind "timed", with timing on)."""
+    "bypass"), per (op, library, size bucket) timed (kind "timed", with timing on), and per
+    line a backend has to say about how it ran (kind "note": sdma's graph replays)."""
     out: list[dict[str, Any]] = [
         {"kind": "served", "op": op, "backend": b, "count": calls, "bytes": nbytes}
         for (op, b), (calls, nbytes) in sorted(rt.dispatcher.served().items())]
     out += [{"kind": "bypass", "op": op, "backend": api, "count": calls, "bytes": nbytes}
             for (api, op), (calls, nbytes) in sorted(bypass.COUNTS.items())]
     out += [dict(r, kind="timed") for r in rt.logger.rows()]
+    out += [{"kind": "note", "backend": b.name, "text": line}
+            for b in rt.backends.values() for line in b.summary_lines()]
     return out
 
 
@@ -47,6 +50,8 @@ def summary(rt: Runtime) -> str:
                      "(largest tensor per call)")
     for (source, name, reason), n in sorted(rt.dispatcher.fallbacks.items()):
         lines.append(f"fallback x{n}: {source} chose {name}: {reason}")
+    for b in rt.backends.values():
+        lines += b.summary_lines()
     if rt.logger.stats:
         lines.append("per-call times (MCR_LOG / configure(enabled=True)):")
         lines.append(rt.logger.summary())

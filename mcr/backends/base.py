@@ -81,6 +81,10 @@ class Backend:
         tuner times only that one), or None."""
         return None
 
+    def summary_lines(self) -> list[str]:
+        """Lines for the summary about how this backend ran its calls (none by default)."""
+        return []
+
     def decline_key(self, key: CallKey) -> str | None:
         """Backend-specific reasons to decline (device, dtype, reduce op, size)."""
         return None

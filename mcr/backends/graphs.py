@@ -25,8 +25,10 @@ class GraphCache:
         self.graphs: OrderedDict[Hashable, torch.cuda.CUDAGraph] = OrderedDict()
         self.seen: OrderedDict[Hashable, None] = OrderedDict()
         self.stream: torch.cuda.Stream | None = None
-        self.captures = 0
+        self.captures = 0     # for the summary (notes): how well keys repeat in this job
         self.replays = 0
+        self.direct = 0
+        self.dropped = 0
 
     def run(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None],
             stream: Callable[[], torch.cuda.Stream]) -> None:
@@ -34,6 +36,7 @@ class GraphCache:
         a second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
         join back to s every side stream it forks, without host synchronization."""
         if key is None or self.capacity <= 0 or torch.cuda.is_current_stream_capturing():
+            self.direct += 1
             issue(stream())
             return
         g = self.graphs.get(key)
@@ -42,6 +45,7 @@ class GraphCache:
                 self.seen[key] = None
                 if len(self.seen) > 4 * self.capacity:
                     self.seen.popitem(last=False)
+                self.direct += 1
                 issue(stream())
                 return
             del self.seen[key]
@@ -53,11 +57,13 @@ class GraphCache:
                               f"now on: {e}", RuntimeWarning, stacklevel=3)
                 self.capacity = 0
                 self.clear()
+                self.direct += 1
                 issue(stream())
                 return
             self.graphs[key] = g
             if len(self.graphs) > self.capacity:
                 self.graphs.popitem(last=False)
+                self.dropped += 1
         else:
             self.graphs.move_to_end(key)
         g.replay()  # on the current stream
@@ -81,6 +87,12 @@ class GraphCache:
             g.capture_end()
         self.captures += 1
         return g
+
+    def note(self) -> str:
+        """How calls ran: directly, or replayed from captured graphs (and how many were
+        captured, and dropped again for room: many drops mean keys that rarely repeat)."""
+        return (f"{self.direct} calls issued directly, {self.replays} replayed from "
+                f"{self.captures} captured CUDA graphs ({self.dropped} dropped for room)")
 
     def clear(self) -> None:
         """Forget every graph (the buffers they name are about to change)."""

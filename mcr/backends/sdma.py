@@ -67,6 +67,14 @@ class SdmaBackend(Backend):
         self._groups: dict[int, Any] = shares._groups if shares is not None else {}
         self._drv = None
 
+    def summary_lines(self) -> list[str]:
+        """Per group: how its calls ran (graph replays; said once for sdma and sdma_pipe)."""
+        if self.name != "sdma":
+            return []   # sdma_pipe shares sdma's groups, so sdma's lines cover both
+        return [f"sdma, group {gid} ({st.n} ranks): {st.graphs.note()}"
+                for gid, st in sorted(self._groups.items())
+                if hasattr(st, "graphs")]
+
     def same_as(self, key: CallKey) -> str | None:
         """The backend that does exactly what this one would for the call (sdma, for
         sdma_pipe's calls below its threshold), so the tuner need not time both."""
