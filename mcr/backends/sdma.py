@@ -71,7 +71,7 @@ class SdmaBackend(Backend):
         """Per group: how its calls ran (graph replays; said once for sdma and sdma_pipe)."""
         if self.name != "sdma":
             return []   # sdma_pipe shares sdma's groups, so sdma's lines cover both
-        return [f"sdma, group {gid} ({st.n} ranks): {st.graphs.note()}"
+        return [f"sdma, group {gid} ({st.n} rank{'s' * (st.n != 1)}): {st.graphs.note()}"
                 for gid, st in sorted(self._groups.items())
                 if hasattr(st, "graphs")]
 
