@@ -25,7 +25,7 @@ class GraphCache:
         self.graphs: OrderedDict[Hashable, torch.cuda.CUDAGraph] = OrderedDict()
         self.seen: OrderedDict[Hashable, None] = OrderedDict()
         self.stream: torch.cuda.Stream | None = None
-        self.captures = 0     # for the summary (notes): how well keys repeat in this job
+        self.captures = 0     # for the summary: how well this job's keys repeat
         self.replays = 0
         self.direct = 0
         self.dropped = 0
