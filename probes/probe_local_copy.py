@@ -1,11 +1,13 @@
 """Does a device-local copy wait for SMs behind a GEMM? (sdma's copy-out of staged calls.)
 
-One GPU, one process. A burst of bf16 GEMMs runs on one stream; right after the first GEMM
-starts, a local copy of --size bytes is enqueued on another stream, made by:
+One GPU, one process. A burst of bf16 GEMMs runs on one stream; a local copy of --size bytes
+on another stream waits for the first GEMM's end (so it meets the second one running), made by:
   dtod      cuMemcpyDtoDAsync (what sdma's local_copy issues)
   torch     torch's Tensor.copy_ (a kernel)
   batch     cuMemcpyBatchAsync, default flags
   overlap   cuMemcpyBatchAsync with CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE
+and each of them with "@hi" on a stream of the highest priority (the block scheduler then
+gives its kernels' blocks the next free SM slots before the GEMM's remaining ones).
 Per variant, interleaved over --reps: the copy alone, the copy beside the burst (from its
 stream's start to its end), and the burst's time with and without the copy. A copy on a copy
 engine finishes beside the burst in about its own time; one that needs SMs waits for the burst.
@@ -69,7 +71,7 @@ def main() -> None:
     ap.add_argument("--gemm", type=int, default=8192, help="GEMM side (bf16)")
     ap.add_argument("--burst", type=int, default=12, help="GEMMs per burst")
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--variants", default="dtod,torch,batch,overlap")
+    ap.add_argument("--variants", default="dtod,torch,batch,overlap,dtod@hi,torch@hi")
     args = ap.parse_args()
     n = int(parse_bytes(args.size))
     src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
@@ -83,24 +85,27 @@ def main() -> None:
     names = args.variants.split(",")
     a = torch.randn(args.gemm, args.gemm, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
-    s_gemm, s_copy = torch.cuda.Stream(), torch.cuda.Stream()
+    hi = torch.cuda.Stream.priority_range()[1]   # (lowest, highest): highest is most negative
+    s_gemm, s_low, s_hi = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream(priority=hi)
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
 
     def burst() -> None:
         with torch.cuda.stream(s_gemm):
             ev[0].record()
             torch.mm(a, a, out=c)
-            ev[1].record()          # the first GEMM has been issued: the copy may start
+            ev[1].record()          # fires as the first GEMM ends: the copy starts there
             for _ in range(args.burst - 1):
                 torch.mm(a, a, out=c)
             ev[2].record()
 
     def copy_on(name: str, after: torch.cuda.Event | None) -> None:
+        how, _, prio = name.partition("@")
+        s_copy = s_hi if prio == "hi" else s_low
         with torch.cuda.stream(s_copy):
             if after is not None:
                 s_copy.wait_event(after)
             ev[3].record()
-            copies[name](s_copy)
+            copies[how](s_copy)
             ev[4].record()
 
     res: dict[str, dict[str, list[float]]] = {v: {} for v in names + ["none"]}
