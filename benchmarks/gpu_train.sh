@@ -15,7 +15,8 @@
 #   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
 #          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
-#          spinning barrier kernel slows the compute beside it (NOTES, "barrier kernel")
+#          spinning barrier kernel slows the compute beside it (NOTES, "FSDP2 large: where
+#          mcr's hidden communication went")
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail

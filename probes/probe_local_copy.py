@@ -10,7 +10,8 @@ and each of them with "@hi" on a stream of the highest priority (the block sched
 gives its kernels' blocks the next free SM slots before the GEMM's remaining ones).
 Per variant, interleaved over --reps: the copy alone, the copy beside the burst (from its
 stream's start to its end), and the burst's time with and without the copy. A copy on a copy
-engine finishes beside the burst in about its own time; one that needs SMs waits for the burst.
+engine finishes beside the burst in about its own time; one that needs SMs waits for the GEMM
+it meets.
 
     python -m probes.probe_local_copy --size 256MiB --reps 7
 """
