@@ -11,7 +11,7 @@
 #   diag   the small shape again with a second plain copy (the loss yardstick) and, for FSDP2,
 #          mcr without the symmetric buffer ring
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
-#          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; 8 rounds, rotated
+#          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; 8 rounds in balanced orders
 #   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
 #          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
