@@ -88,7 +88,8 @@ class TuneRun:
                   "libraries": versions(self.backends)}
         provenance = {"tool": f"mcr-tune {mcr.__version__}", "iterations": a.iterations,
                       "statistic": "median over interleaved rounds, slowest rank",
-                      "rounds": a.rounds, "calls": a.calls, "command": self.command,
+                      "rounds": a.rounds, "interleave": a.interleave, "lead_in": a.lead_in,
+                      "calls": a.calls, "command": self.command,
                       "dtype": a.dtype}
         yaml_path = self.stem.with_suffix(".yaml")
         yaml_path.write_text(table_text(rows, self.passes, self.groups, default, system,
