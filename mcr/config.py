@@ -36,7 +36,8 @@ def _positive(name: str, raw: str) -> float:
     return val
 
 
-def _int_from(least: int) -> Callable[[str, str], int]:
+def int_from(least: int) -> Callable[[str, str], int]:
+    """A parser of NAME=RAW: an integer of at least `least`, else ValueError naming both."""
     def parse(name: str, raw: str) -> int:
         try:
             val = int(raw)
@@ -93,15 +94,15 @@ KNOBS = (
     Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _bytes, "256MiB", True),
     Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
     Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
-    Knob("MCR_SDMA_GRAPHS", "sdma_graphs", _int_from(0), "64", True),
+    Knob("MCR_SDMA_GRAPHS", "sdma_graphs", int_from(0), "64", True),
     Knob("MCR_SDMA_COPY", "sdma_copy", _choice("dtod", "unified"), "dtod", False),
     Knob("MCR_SDMA_PIPELINE_BYTES", "sdma_pipeline_bytes", _bytes, "16MiB", True),
     Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _bytes, "1MiB", True),
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _bytes, "64MiB", True),
-    Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", _int_from(2), "4", True),
-    Knob("MCR_LOCAL_SIZE", "local_size", _int_from(1), "", True),
+    Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
+    Knob("MCR_LOCAL_SIZE", "local_size", int_from(1), "", True),
     Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "4MiB", True),
 )
 

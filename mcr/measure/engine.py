@@ -23,6 +23,7 @@ import torch
 
 import mcr.comm as dist
 from mcr import layout
+from mcr.config import int_from
 from mcr.errors import BackendUnavailable
 from mcr.measure.turns import turn_orders
 from mcr.ops import BUFFER_KEYED, bus_factor, dtype_name
@@ -88,14 +89,15 @@ def expect_equal(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
                              f"want {want.reshape(-1)[i].item()}")
 
 
-def _at_least(lo: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than lo."""
+def _at_least(lo: int, option: str) -> Callable[[str], int]:
+    """An argparse type: an integer of at least lo (the knobs' check, config.int_from)."""
+    check = int_from(lo)
+
     def parse(text: str) -> int:
-        v = int(text)
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {v}")
-        return v
-    parse.__name__ = "integer"   # argparse names the type in "invalid integer value: 'x'"
+        try:
+            return check(option, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return parse
 
 
@@ -104,10 +106,10 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=title)
     ap.add_argument("-m", "--message-size", default="4:16MiB",
                     help="MIN:MAX full-buffer bytes, units allowed (default 4:16MiB)")
-    ap.add_argument("-f", "--factor", type=_at_least(2), default=2,
+    ap.add_argument("-f", "--factor", type=_at_least(2, "--factor"), default=2,
                     help="size step factor (default 2)")
-    ap.add_argument("-i", "--iterations", type=_at_least(1), default=100)
-    ap.add_argument("-x", "--warmup", type=_at_least(0), default=10)
+    ap.add_argument("-i", "--iterations", type=_at_least(1, "--iterations"), default=100)
+    ap.add_argument("-x", "--warmup", type=_at_least(0, "--warmup"), default=10)
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default=None,
                     help="cpu or cuda (default: cuda if available)")
     ap.add_argument("-c", "--validate", action="store_true", help="check results")
@@ -117,7 +119,7 @@ def parser(title: str) -> argparse.ArgumentParser:
     ap.add_argument("--csv", default=None, help="append rows to this CSV (rank 0)")
     ap.add_argument("--max-seconds", type=float, default=2.0,
                     help="cap on timed seconds per size and backend (iterations shrink)")
-    ap.add_argument("--batch", type=_at_least(1), default=1,
+    ap.add_argument("--batch", type=_at_least(1, "--batch"), default=1,
                     help="calls per timed sample, back to back (1: OSU latency, each call "
                          "synchronized; >1: nccl-tests style throughput per call)")
     ap.add_argument("--graph", action="store_true",
@@ -132,12 +134,12 @@ def parser(title: str) -> argparse.ArgumentParser:
                          "each after each other equally often, so a slow spell of the machine "
                          "hits them alike and 'x first' is the median of the per-sample "
                          "ratios; round: each backend runs its samples in one block per round")
-    ap.add_argument("--lead-in", type=_at_least(0), default=1, metavar="N",
+    ap.add_argument("--lead-in", type=_at_least(0, "--lead-in"), default=1, metavar="N",
                     help="with --interleave sample: N untimed calls (each synchronized) of a "
                          "backend right before each of its samples, so that what the previous "
                          "backend's call left running is not timed (Gloo's threads added 20-40 "
                          "us to the next call on a 2-core VM); 0: none")
-    ap.add_argument("--rounds", type=_at_least(1), default=1,
+    ap.add_argument("--rounds", type=_at_least(1, "--rounds"), default=1,
                     help="measure the backends of a size in this many rounds in rotated order "
                          "(A B, B A, ...), each with up to -i samples and a share of "
                          "--max-seconds; 'x first' is the first backend's time over this one's, "
