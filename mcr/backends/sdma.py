@@ -65,13 +65,14 @@ class SdmaBackend(Backend):
         self.name = name
         self.pipeline = pipeline        # per-rank block bytes from which rounds pipeline
         self._groups: dict[int, Any] = shares._groups if shares is not None else {}
+        self._owns_groups = shares is None
         self._drv = None
 
     def summary_lines(self) -> list[str]:
         """Per group: how its calls ran (graph replays; said once for sdma and sdma_pipe)."""
-        if self.name != "sdma":
-            return []   # sdma_pipe shares sdma's groups, so sdma's lines cover both
-        return [f"sdma, group {gid} ({st.n} rank{'s' * (st.n != 1)}): {st.graphs.note()}"
+        if not self._owns_groups:
+            return []   # the backend whose groups these are says it, for both
+        return [f"{self.name}, group {gid} ({st.n} rank{'s' * (st.n != 1)}): {st.graphs.note()}"
                 for gid, st in sorted(self._groups.items())
                 if hasattr(st, "graphs")]
 
