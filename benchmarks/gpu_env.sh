@@ -13,5 +13,5 @@ step() { local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t0=$SECONDS
   echo "   rc=$rc in $((SECONDS - t0)) s"
   step_lines "$W/$name.log" | tail -"${TAILN:-8}"
   tar -cf "$OUT/results.tar" -C "$W" . ; }
-step_lines() { grep -aE "OK|Error|error|^#|^  |pair |ratio|passed|failed|wrote" "$1" \
+step_lines() { grep -aE "OK|Error|error|^#|^  |pair |ratio|passed|failed|wrote|^block " "$1" \
   | grep -v "return func\|deprecat\|Warn\|warn("; }

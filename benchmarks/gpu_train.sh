@@ -17,9 +17,9 @@
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
 #          spinning barrier kernel slows the compute beside it (NOTES, "FSDP2 large: where
 #          mcr's hidden communication went")
-#   one    diagnostics a one-GPU machine answers (world of one, no peers): ZeRO-3 large with its
-#          all-gather outputs in torch's symmetric MemPool (probes/probe_zero3_pool.py), and
-#          train_step ZeRO-3 large plain against mcr forced to sdma (host time, graph replays)
+#   one    what one GPU can answer (probes/probe_zero3_pool.py, two ranks sharing GPU 0): do
+#          ZeRO-3's all-gather and reduce-scatter addresses repeat step to step (sdma's graph
+#          cache), and how its all-gather outputs behave in torch's symmetric MemPool
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -84,11 +84,10 @@ for run in "fsdp kernel 1" "fsdp memops 1" "fsdp kernel 2" "fsdp memops 2" "deep
 done
 fi
 if has one; then
-TAILN=10 step zero3_pool 420 $RUN -m probes.probe_zero3_pool --shape large --blocks 3 --steps 3
-MCR_BACKEND=sdma TAILN=6 step one_deepspeed_large 360 $RUN benchmarks/train_step.py \
-  --framework deepspeed --shape large --configs plain,mcr --pairs 4 --steps 3 --warmup 2 \
-  --out "$W/one"
-grep -a "sdma, group\|gpu_idle_ms\|compute_ms\|comm_exposed_ms" "$W/one_deepspeed_large.log"
+# DeepSpeed skips all-gathers in a world of one: two ranks share GPU 0, over mcr's staged MPI.
+MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 560 mpirun --allow-run-as-root \
+  --oversubscribe -np 2 $X -x MCR_BACKEND -x MCR_MPI_CUDA_AWARE python3 -m probes.probe_zero3_pool \
+  --backend gloo --mcr --dtype float32 --shape large --blocks 2 --steps 2
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .
