@@ -85,7 +85,7 @@ done
 fi
 if has one; then
 # DeepSpeed skips all-gathers in a world of one: two ranks share GPU 0, over mcr's staged MPI.
-MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 560 mpirun --allow-run-as-root \
+MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 420 mpirun --allow-run-as-root \
   --oversubscribe -np 2 $X -x MCR_BACKEND -x MCR_MPI_CUDA_AWARE python3 -m probes.probe_zero3_pool \
   --backend gloo --mcr --dtype float32 --shape large --blocks 2 --steps 2
 fi

@@ -88,10 +88,16 @@ def main() -> None:
     if args.mcr:
         import mcr.integrations.deepspeed as mcr_ds
         mcr_ds.install()
-    deepspeed.init_distributed(dist_backend=args.backend)
-    rank, world = tdist.get_rank(), tdist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
     dev = torch.device("cuda", local % torch.cuda.device_count())
+    if "OMPI_COMM_WORLD_RANK" in os.environ and "RANK" not in os.environ:
+        # DeepSpeed's MPI discovery would bind cuda:LOCAL_RANK, absent where ranks share a GPU.
+        os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
+                          WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
+                          LOCAL_RANK=str(dev.index), MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
+    deepspeed.init_distributed(dist_backend=args.backend)
+    rank, world = tdist.get_rank(), tdist.get_world_size()
     torch.cuda.set_device(dev)
     shape = SHAPES[args.shape]
     dtype = getattr(torch, args.dtype)
