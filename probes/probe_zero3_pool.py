@@ -96,6 +96,10 @@ def main() -> None:
                           WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
                           LOCAL_RANK=str(dev.index), MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
+    if args.backend == "gloo":
+        # Without DeepSpeed's device_id: bound to a device, a Gloo world makes torch 2.11 split
+        # every later NCCL group from it, which fails (mcr binds NCCL for the world at start).
+        tdist.init_process_group("gloo")
     deepspeed.init_distributed(dist_backend=args.backend)
     rank, world = tdist.get_rank(), tdist.get_world_size()
     torch.cuda.set_device(dev)
