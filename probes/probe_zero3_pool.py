@@ -123,10 +123,9 @@ def main() -> None:
             return orig(self, *a, **k)
     cls._PartitionedParameterCoordinator__all_gather_params_ = under_pool
 
-    orig_ag, orig_rs = dscc.all_gather_into_tensor, dscc.reduce_scatter_tensor
     pool_bases: set[int] = set()
 
-    def ag(output_tensor: torch.Tensor, tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+    def ag_seen(output_tensor: torch.Tensor, tensor: torch.Tensor) -> None:
         state["calls"] += 1
         keys["ag"].append((output_tensor.data_ptr(), tensor.data_ptr(),
                            output_tensor.numel() * output_tensor.element_size()))
@@ -143,13 +142,21 @@ def main() -> None:
                         t0 = time.perf_counter()
                         symm_mem.rendezvous(output_tensor, tdist.group.WORLD.group_name)
                         state["rdv_s"] += time.perf_counter() - t0
-        return orig_ag(output_tensor, tensor, *a, **k)
 
-    def rs(output_tensor: torch.Tensor, tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+    def rs_seen(output_tensor: torch.Tensor, tensor: torch.Tensor) -> None:
         keys["rs"].append((output_tensor.data_ptr(), tensor.data_ptr(),
                            tensor.numel() * tensor.element_size()))
-        return orig_rs(output_tensor, tensor, *a, **k)
-    dscc.all_gather_into_tensor, dscc.reduce_scatter_tensor = ag, rs
+
+    # ZeRO-3 calls deepspeed.comm's allgather_fn / reduce_scatter_fn (mcr's, once installed).
+    import deepspeed.comm as dsc
+    def watched(f: Any, seen: Any) -> Any:
+        def wrapped(output_tensor: torch.Tensor, tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+            seen(output_tensor, tensor)
+            return f(output_tensor, tensor, *a, **k)
+        return wrapped
+    for mod in (dsc, dscc):
+        for name, seen in (("allgather_fn", ag_seen), ("reduce_scatter_fn", rs_seen)):
+            setattr(mod, name, watched(getattr(mod, name), seen))
 
     ds_config = {
         "train_micro_batch_size_per_gpu": shape["mb"], "gradient_clipping": 1.0,
