@@ -87,7 +87,7 @@ if has one; then
 # DeepSpeed skips all-gathers in a world of one: two ranks share GPU 0, over mcr's staged MPI.
 MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 420 mpirun --allow-run-as-root \
   --oversubscribe -np 2 $X -x MCR_BACKEND -x MCR_MPI_CUDA_AWARE python3 -m probes.probe_zero3_pool \
-  --backend gloo --mcr --dtype float32 --shape large --blocks 2 --steps 2
+  --backend gloo --mcr --dtype float32 --shape large --blocks 3 --steps 2 --dump "$W/zero3_keys.json"
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .

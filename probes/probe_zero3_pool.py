@@ -77,6 +77,7 @@ def main() -> None:
     ap.add_argument("--rendezvous", action="store_true",
                     help="rendezvous each new pool segment (needs one GPU per rank)")
     ap.add_argument("--graphs", type=int, default=64, help="simulated graph cache capacity")
+    ap.add_argument("--dump", default="", help="write every step's call keys here (JSON, rank 0)")
     args = ap.parse_args()
     import deepspeed
     import deepspeed.comm.comm as dscc
@@ -113,6 +114,7 @@ def main() -> None:
                              "in_pool": 0}
     keys: dict[str, list[Hashable]] = {"ag": [], "rs": []}
     sims = {k: CacheSim(args.graphs) for k in keys}
+    history: list[dict[str, Any]] = []
 
     cls = ppc.PartitionedParameterCoordinator
     orig = cls._PartitionedParameterCoordinator__all_gather_params_
@@ -175,6 +177,7 @@ def main() -> None:
 
     def step_line(on: bool) -> str:
         parts = []
+        history.append({"step": step_no, "pool": on, **{k: list(v) for k, v in keys.items()}})
         for k, ks in keys.items():
             sim = sims[k]
             before = (sim.direct, sim.replays, sim.captures)
@@ -224,6 +227,10 @@ def main() -> None:
                   f"  losses {' '.join(f'{v:.4f}' for v in losses)}", flush=True)
             print("\n".join(lines), flush=True)
         torch.cuda.reset_peak_memory_stats(dev)
+    if args.dump and rank == 0:
+        import json
+        with open(args.dump, "w") as f:
+            json.dump(history, f)
     tdist.barrier()
     if args.mcr:
         import mcr.comm
