@@ -19,14 +19,15 @@ def _human(n: int) -> str:
 def rows(rt: Runtime) -> list[dict[str, Any]]:
     """One dict per (op, library) served (kind "served"), per call that bypassed mcr (kind
     "bypass"), per (op, library, size bucket) timed (kind "timed", with timing on), and per
-    line a backend has to say about how it ran (kind "note": sdma's graph replays)."""
+    line a backend has to say about how it ran (kind "note", op None: sdma's graph replays).
+    Every row has kind, op and backend."""
     out: list[dict[str, Any]] = [
         {"kind": "served", "op": op, "backend": b, "count": calls, "bytes": nbytes}
         for (op, b), (calls, nbytes) in sorted(rt.dispatcher.served().items())]
     out += [{"kind": "bypass", "op": op, "backend": api, "count": calls, "bytes": nbytes}
             for (api, op), (calls, nbytes) in sorted(bypass.COUNTS.items())]
     out += [dict(r, kind="timed") for r in rt.logger.rows()]
-    out += [{"kind": "note", "backend": b.name, "text": line}
+    out += [{"kind": "note", "op": None, "backend": b.name, "text": line}
             for b in rt.backends.values() for line in b.summary_lines()]
     return out
 
