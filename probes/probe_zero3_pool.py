@@ -103,7 +103,8 @@ def main() -> None:
         tdist.init_process_group("gloo")
     deepspeed.init_distributed(dist_backend=args.backend)
     rank, world = tdist.get_rank(), tdist.get_world_size()
-    if os.environ.get("LOCAL_RANK") != os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"):
+    if os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("LOCAL_RANK")) \
+            != os.environ.get("LOCAL_RANK"):
         # DeepSpeed's engine asserts the two agree and takes its device from them.
         os.environ.pop("OMPI_COMM_WORLD_LOCAL_RANK")
     torch.cuda.set_device(dev)
