@@ -94,7 +94,7 @@ KNOBS = (
     Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _bytes, "256MiB", True),
     Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
     Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
-    Knob("MCR_SDMA_GRAPHS", "sdma_graphs", int_from(0), "64", True),
+    Knob("MCR_SDMA_GRAPHS", "sdma_graphs", int_from(0), "256", True),
     Knob("MCR_SDMA_COPY", "sdma_copy", _choice("dtod", "unified"), "dtod", False),
     Knob("MCR_SDMA_PIPELINE_BYTES", "sdma_pipeline_bytes", _bytes, "16MiB", True),
     Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _bytes, "1MiB", True),
