@@ -17,9 +17,10 @@
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
 #          spinning barrier kernel slows the compute beside it (NOTES, "FSDP2 large: where
 #          mcr's hidden communication went")
-#   one    what one GPU can answer (probes/probe_zero3_pool.py, two ranks sharing GPU 0): do
-#          ZeRO-3's all-gather and reduce-scatter addresses repeat step to step (sdma's graph
-#          cache), and how its all-gather outputs behave in torch's symmetric MemPool
+#   keys   do ZeRO-3's all-gather and reduce-scatter addresses repeat step to step (sdma's graph
+#          cache), and how do its all-gather outputs behave in torch's symmetric MemPool
+#          (probes/probe_zero3_pool.py; on one GPU two ranks share it); on 2+ GPUs also ZeRO-3
+#          large plain vs mcr with MCR_SDMA_GRAPHS 64 and 256 (graph captures, drops, replays)
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -83,11 +84,22 @@ for run in "fsdp kernel 1" "fsdp memops 1" "fsdp kernel 2" "fsdp memops 2" "deep
     | paste -sd' '
 done
 fi
-if has one; then
+if has keys; then
+if [ "$N" -ge 2 ]; then
+TAILN=8 step zero3_pool 150 $RUN -m probes.probe_zero3_pool --rendezvous --blocks 2 --steps 2 \
+  --dump "$W/zero3_keys_np$N.json"
+for g in 64 256; do
+  MCR_SDMA_GRAPHS=$g TAILN=3 step "steps_deepspeed_large_g$g" 190 $RUN benchmarks/train_step.py \
+    --framework deepspeed --shape large --configs plain,mcr --pairs 4 --steps 3 --warmup 2 \
+    --out "$W/g$g"
+  grep -a "sdma, group" "$W/steps_deepspeed_large_g$g.log"
+done
+else
 # DeepSpeed skips all-gathers in a world of one: two ranks share GPU 0, over mcr's staged MPI.
 MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 420 mpirun --allow-run-as-root \
   --oversubscribe -np 2 $X -x MCR_BACKEND -x MCR_MPI_CUDA_AWARE python3 -m probes.probe_zero3_pool \
   --backend gloo --mcr --dtype float32 --shape large --blocks 3 --steps 2 --dump "$W/zero3_keys.json"
+fi
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .
