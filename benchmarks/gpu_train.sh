@@ -55,7 +55,7 @@ fi
 if has hot || has notable; then
 B="-d cuda -t bfloat16 -c --csv $W/osu_notable.csv -i 24 -x 2 --batch 5 --max-seconds 0.3 --rounds 5"
 for op in osu_allreduce osu_allgather osu_reducescatter osu_bcast osu_alltoall; do
-  MCR_TUNING_TABLE=mcr/tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 100 \
+  MCR_TUNING_TABLE=mcr/tuning_tables/nvidia-h200_np4.yaml TAILN=30 step "${op}_notable" 160 \
     $MPI -x MCR_TUNING_TABLE python3 -m benchmarks.$op $B -m 4:1GiB -f 4 --backend nccl,auto
 done
 fi
