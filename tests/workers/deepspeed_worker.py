@@ -110,4 +110,9 @@ assert all(torch.isfinite(torch.tensor(through_mcr))), through_mcr
 print(f"rank {rank}: served {served} of {served + missed} calls", flush=True)
 print(f"rank {rank}: DEEPSPEED OK {len(through_mcr)} losses {through_mcr[0]:.6f}.."
       f"{through_mcr[-1]:.6f}", flush=True)
-dist.destroy_process_group()
+# As a DeepSpeed script ends: through deepspeed.comm, so mcr's teardown runs and then
+# DeepSpeed's, which destroys the torch groups it made. mcr's own destroy_process_group leaves
+# torch.distributed to its owner (DeepSpeed here); Gloo groups still alive at interpreter exit
+# sometimes abort the process ("terminate called without an active exception", seen once in CI).
+deepspeed.comm.destroy_process_group()
+assert not dist.is_initialized() and not torch.distributed.is_initialized()
