@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import gen, same  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
+from mcr.config import from_env  # noqa: E402
 from mcr.units import parse_bytes  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -288,7 +289,7 @@ def main() -> None:
         before = graph_replays()
         for n in (3, 4096, (1 << 20) + 5):
             t_repeat(n)
-        if os.environ.get("MCR_SDMA_GRAPHS", "256") != "0" and graph_replays() == before:
+        if from_env().sdma_graphs and graph_replays() == before:
             raise AssertionError("sdma repeat: no call was replayed from a CUDA graph")
     if "nccl_ce" in AVAIL:
         for dt in exact_dtypes:
