@@ -35,6 +35,8 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
+from mcr.config import from_env
+
 
 class CacheSim:
     """sdma's GraphCache policy without the GPU: capture on the second sighting, LRU out."""
@@ -76,7 +78,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--rendezvous", action="store_true",
                     help="rendezvous each new pool segment (needs one GPU per rank)")
-    ap.add_argument("--graphs", type=int, default=64, help="simulated graph cache capacity")
+    ap.add_argument("--graphs", type=int, default=from_env().sdma_graphs,
+                    help="simulated graph cache capacity (default: MCR_SDMA_GRAPHS, as sdma's)")
     ap.add_argument("--dump", default="", help="write every step's call keys here (JSON, rank 0)")
     args = ap.parse_args()
     import deepspeed
