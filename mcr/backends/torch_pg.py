@@ -72,8 +72,8 @@ class TorchPGBackend(Backend):
         # A host library's worker thread (Gloo's runloop) that drops the last reference to a
         # finished work frees its tensors' Python objects, which takes the GIL; a process that
         # exits just then has that thread killed mid-destructor: std::terminate ("terminate
-        # called without an active exception", 1 in 4 DeepSpeed runs). Holding the newest work
-        # until the next call makes this thread its last owner.
+        # called without an active exception", 5 of 22 DeepSpeed CPU runs). Holding the newest
+        # work until the next call makes the calling thread its last owner (NOTES.md).
         self._holds = self.domain == HOST
         self._last: Any = None
 
