@@ -4,6 +4,7 @@ Group that serves a call's `group` argument (an mcr group or any torch ProcessGr
 from __future__ import annotations
 
 import atexit
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -135,12 +136,21 @@ def _register(rt: runtime.Runtime, g: Group) -> None:
             rt.by_pg.setdefault(h, g)
 
 
+# Gloo's worker threads free a finished work after its caller's wait has returned (a barrier
+# frees the works that were in flight when it was issued), and that can free tensors' Python
+# objects, which takes the GIL. A thread still doing so once the interpreter finalizes is killed
+# mid-destructor: std::terminate (seen after torch's own barrier ending an FSDP2 run). Sleeping
+# at exit releases the GIL so they finish first; 50 ms covers a thread the OS left waiting.
+_SETTLE_S = 0.05
+
+
 def _at_exit() -> None:
     if runtime._RT:
         try:
             destroy_process_group()
         except Exception as e:  # noqa: BLE001 - exiting anyway; say why teardown failed
             print(f"mcr: teardown at exit failed: {e}", flush=True)
+    time.sleep(_SETTLE_S)
 
 
 def is_initialized() -> bool:
