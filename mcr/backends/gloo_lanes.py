@@ -101,7 +101,6 @@ class GlooLanesBackend(Backend):
         for redop, gloo_op in _OPS.items():
             self._opts[redop] = o = _C10D.AllreduceOptions()
             o.reduceOp = gloo_op
-        self._last: list[Any] = []
 
     def bind(self, spec: Spec) -> Any:
         """The group's shared lanes (their process groups are made at the first call)."""
@@ -136,7 +135,6 @@ class GlooLanesBackend(Backend):
             part = flat[n * i // self.lanes:n * (i + 1) // self.lanes]
             if part.numel():
                 works.append(pg.allreduce([part], opts))
-        self._last = works   # the main thread stays their last owner: see torch_pg's _holds
         after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
         return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Works(works),
                     after=after, keep=(t,))

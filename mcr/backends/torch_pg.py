@@ -10,7 +10,7 @@ import torch.distributed as tdist
 from ..groups import Group
 from ..ops import is_premul
 from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work, get_timeout, mcr_error
-from .base import HOST, STREAM, Backend
+from .base import STREAM, Backend
 
 
 def _raw(*names: str) -> Any:
@@ -69,13 +69,6 @@ class TorchPGBackend(Backend):
         # Options are plain structs that torch copies per call: built once per variant, keyed
         # by identity (torch's reduce ops are singletons; hashing them costs ~0.4 us).
         self._opts: dict[tuple[int, bool, int], Any] = {}
-        # A host library's worker thread (Gloo's runloop) that drops the last reference to a
-        # finished work frees its tensors' Python objects, which takes the GIL; a process that
-        # exits just then has that thread killed mid-destructor: std::terminate ("terminate
-        # called without an active exception", 5 of 22 DeepSpeed CPU runs). Holding the newest
-        # work until the next call makes the calling thread its last owner (NOTES.md).
-        self._holds = self.domain == HOST
-        self._last: Any = None
 
     def _opt(self, cls: Any, here: bool, redop: Any = None) -> Any:
         o = self._opts.get((id(cls), here, id(redop)))
@@ -87,8 +80,6 @@ class TorchPGBackend(Backend):
         return o
 
     def _work(self, op: str, t: torch.Tensor, g: Group, w: Any) -> Work:
-        if self._holds:
-            self._last = w
         return Work(op, self.name, t.nbytes, g.size, torch_work=w,
                     stream_ordered=self.domain == STREAM)
 
@@ -103,8 +94,6 @@ class TorchPGBackend(Backend):
         """Finish a call made on the ProcessGroup: waited here (None: on a stream library the
         caller's stream now waits; a host library has blocked), or torch's own Work (which
         waits the same way) where no MPI is in the process and no timing is on, else mcr's."""
-        if self._holds:
-            self._last = w
         if here:
             if w is not None:
                 try:

@@ -113,6 +113,6 @@ print(f"rank {rank}: DEEPSPEED OK {len(through_mcr)} losses {through_mcr[0]:.6f}
 # As a DeepSpeed script ends: through deepspeed.comm, so mcr's teardown runs and then
 # DeepSpeed's, which destroys the torch groups it made (mcr's own destroy_process_group leaves
 # torch.distributed to its owner, DeepSpeed here). The last all-reduce is ~2 ms before exit:
-# this run is where a Gloo runloop dropping a work at exit aborted (see torch_pg's _holds).
+# this run is where a Gloo runloop freeing a work at exit aborted (see session's _SETTLE_S).
 deepspeed.comm.destroy_process_group()
 assert not dist.is_initialized() and not torch.distributed.is_initialized()
