@@ -4,6 +4,8 @@ from which the backends build those handles."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -57,6 +59,30 @@ class Group:
         return f"Group(id={self.id}, ranks={self.ranks}, backends={sorted(self.handles)})"
 
 
+@contextmanager
+def _split_only_from_own_kind(backend: str) -> Iterator[None]:
+    """While torch builds an NCCL group, hide the world's device binding if the world's backend
+    for that device is not NCCL.
+
+    torch (2.11 to 2.13 at least) splits a new group from the world's backend for its bound
+    device whatever library that is; a Gloo world bound to a GPU (init_process_group("gloo",
+    device_id=...), as DeepSpeed makes with dist_backend="gloo" on CUDA) then makes every new
+    NCCL group fail with a TypeError inside torch. Unbound, torch builds the group on its own.
+    """
+    world = tdist.distributed_c10d._get_default_group() if tdist.is_initialized() else None
+    dev = getattr(world, "bound_device_id", None)
+    nccl = getattr(tdist, "ProcessGroupNCCL", None)   # absent from CPU builds of torch
+    if backend != "nccl" or dev is None or nccl is None \
+            or isinstance(world._get_backend(dev), nccl):
+        yield
+        return
+    world.bound_device_id = None
+    try:
+        yield
+    finally:
+        world.bound_device_id = dev
+
+
 @dataclass
 class Spec:
     """What a backend needs to build its handle for a group (Backend.bind).
@@ -89,7 +115,8 @@ class Spec:
         """A new torch group of these ranks on `backend` (only members call it if `local`)."""
         if self.local:
             kw["use_local_synchronization"] = True
-        return tdist.new_group(self.ranks, timeout=self.timeout, backend=backend, **kw)
+        with _split_only_from_own_kind(backend):
+            return tdist.new_group(self.ranks, timeout=self.timeout, backend=backend, **kw)
 
     def pg_backends(self) -> str:
         """torch's backend string of `pg` (`gloo`, `nccl`, `cpu:gloo,cuda:nccl`), or ''."""
