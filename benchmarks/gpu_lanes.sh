@@ -12,7 +12,7 @@
 #   ab    Gloo lanes on GPU tensors, this tree's mcr/backends/gloo_lanes.py (new) against the
 #         file $AB_OLD (a previous version, swapped in for its runs), alternated 3 x A B;
 #   test  the `gpu` tests that run on one GPU (host-staged paths against torch).
-# Logs and CSVs go to $OUT.
+# MPI_NET=tcp puts MPI on its TCP transport. Logs and CSVs go to $OUT.
 set -uo pipefail
 PARTS=${PARTS:-"wait osu tune hier"}
 OSU="python3 -m benchmarks.osu_allreduce -t float32 -i 20 -x 3 --max-seconds 1.5 -c"
@@ -21,8 +21,11 @@ OSU="python3 -m benchmarks.osu_allreduce -t float32 -i 20 -x 3 --max-seconds 1.5
 export MCR_LOCAL_SIZE=1 MCR_MPI_CUDA_AWARE=0
 X="$X -x MCR_LOCAL_SIZE -x MCR_MPI_CUDA_AWARE"
 MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 $X"
+# MPI_NET=tcp: MPI over its TCP transport, as between nodes (the two "nodes" share a host, where
+# Open MPI would otherwise take shared memory); Gloo and its lanes always use TCP.
+[[ ${MPI_NET:-} == tcp ]] && MPI="$MPI --mca pml ob1 --mca btl self,tcp"
 LANES=mpi,mpi_lanes2,mpi_lanes4,gloo,gloo_lanes2,gloo_lanes4,gloo_lanes8
-echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, commit ${COMMIT:-?}"
+echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, commit ${COMMIT:-?}, MPI_NET=${MPI_NET:-default}"
 python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread(), "of", MPI.THREAD_MULTIPLE, MPI.Get_library_version().splitlines()[0])'
 T0=$SECONDS
 if [[ $PARTS == *wait* ]]; then
