@@ -72,9 +72,7 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
                                      "pip install 'mcr[mpi]'")
     out.update(_lanes(out["mpi"]))
     from .gloo_lanes import COUNTS, GlooLanesBackend
-    from .staging import PinnedPool
-    pool = PinnedPool(cfg.mpi_pinned_max_bytes)
-    out.update((f"gloo_lanes{n}", GlooLanesBackend(n, pool)) for n in COUNTS)
+    out.update((f"gloo_lanes{n}", GlooLanesBackend(n)) for n in COUNTS)
     out.update(_gpu_backends(cfg) if cuda else
                {n: Unavailable(n, "CUDA is not available")
                 for n in ("sdma", "sdma_pipe", "nccl_ce", "symm")})

@@ -4,11 +4,11 @@ A Gloo process group runs its collectives on its own C++ thread over its own TCP
 groups all-reducing N slices at once use N cores for the copies and the reduction, with no
 Python thread hand-off. Open MPI serializes one process's collectives, whatever thread or
 communicator issues them (NOTES.md, issue 13: eight MPI lanes ran no faster than one), so this
-is where lanes scale on a host. A GPU tensor is staged whole: one copy into a reused pinned
-buffer, the lanes on its host slices, one copy back. Handed to Gloo, each lane's slice was
-staged by Gloo on a stream of its own (a copy, events and a synchronization per lane per call),
-and slice-by-slice staging in mcr cost Python ~75 us per lane (NOTES.md, issue 13, third and
-fourth passes). Each lane count is a backend (gloo_lanes2, 4, 8): the tuner picks it.
+is where lanes scale on a host. GPU tensors are handed to Gloo, which stages each slice through
+pinned memory on its own stream, from its own thread: staging them in mcr instead (one pinned
+buffer, slice by slice on a side stream, lanes started as their slices landed) was 0.73-0.98x
+as fast, Python's cost per lane (NOTES.md, issue 13, third pass). Each lane count is a backend
+(gloo_lanes2, 4, 8): the tuner picks it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ..ops import ALL_REDUCE, CallKey
 from ..work import Work
 from .base import HOST, Backend
 from .lanes import COUNTS
-from .staging import PinnedPool, stage_in
 
 _C10D = torch._C._distributed_c10d
 _SUPPORTED = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
@@ -94,10 +93,9 @@ class GlooLanesBackend(Backend):
     domain = HOST
     serves = frozenset({ALL_REDUCE})
 
-    def __init__(self, lanes: int, pool: PinnedPool) -> None:
+    def __init__(self, lanes: int) -> None:
         self.name = f"gloo_lanes{lanes}"
         self.lanes = lanes
-        self.pool = pool        # pinned staging buffers, shared by every lane count
         # Gloo copies the options per call: built once per reduce op, as torch_pg does.
         self._opts: dict[Any, Any] = {}
         for redop, gloo_op in _OPS.items():
@@ -130,21 +128,16 @@ class GlooLanesBackend(Backend):
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """Each lane all-reduces its slice of t in place on its own Gloo group."""
         pgs = g.handles[self.name].get(self.lanes)
-        if t.is_cuda:
-            (host,), after = stage_in(self.pool, [(t, True)])
-        else:
-            host, after = t, []
-        flat, n = host.view(-1), t.numel()
+        flat, n = t.view(-1), t.numel()
         opts = self._opts[redop]
         works = []
         for i, pg in enumerate(pgs):
             part = flat[n * i // self.lanes:n * (i + 1) // self.lanes]
             if part.numel():
                 works.append(pg.allreduce([part], opts))
-        if redop == tdist.ReduceOp.AVG:
-            after.append(lambda: t.div_(g.size))   # after the copy-back, on t's device
+        after = [lambda: t.div_(g.size)] if redop == tdist.ReduceOp.AVG else []
         return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=_Works(works),
-                    after=after, keep=(t, host))
+                    after=after, keep=(t,))
 
 
 R = tdist.ReduceOp
