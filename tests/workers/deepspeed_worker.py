@@ -10,11 +10,16 @@ libraries served all-gathers and reduce-scatters. Prints `rank R: DEEPSPEED OK <
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import sys
 
 import torch
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
+if "--autoload" in sys.argv:
+    # As transformers and accelerate do (is_deepspeed_available) before they import DeepSpeed.
+    assert importlib.util.find_spec("deepspeed") is not None
 import deepspeed  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
