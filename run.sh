@@ -14,10 +14,13 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.
   .venv/bin/pip install -q torch==2.13.0
-  # A regular install (not -e): it ships mcr_autoload.pth, which MCR_DEEPSPEED=1 needs; the
-  # checkout stays first on PYTHONPATH below, so edits take effect without reinstalling.
+  # A regular install (not -e): it ships mcr_autoload.pth, which MCR_DEEPSPEED=1 and MCR_FSDP=1
+  # need; the checkout stays first on PYTHONPATH below, so edits take effect without reinstalling.
   .venv/bin/pip install -q '.[test]'
 fi
+# The start-up hook is the one file the checkout cannot override: reinstall when it changed.
+PTH=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mcr_autoload.pth
+cmp -s mcr/integrations/mcr_autoload.pth "$PTH" || .venv/bin/pip install -q --no-deps .
 PY=$PWD/.venv/bin/python
 export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
 if [ "${1:-}" = "test" ]; then

@@ -1,5 +1,5 @@
-"""Build hook: ship mcr_autoload.pth at the top of site-packages (MCR_DEEPSPEED=1 needs it);
-everything else is in pyproject.toml."""
+"""Build hook: ship mcr_autoload.pth at the top of site-packages (MCR_DEEPSPEED=1 and MCR_FSDP=1
+need it); everything else is in pyproject.toml."""
 
 import os
 

@@ -49,6 +49,12 @@ def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     _ok(out, "DEEPSPEED OK 20")
 
 
+def test_fsdp2_env_var_routes_without_code_change():
+    """MCR_FSDP=1: mcr's .pth hook makes fully_shard install mcr on each module it shards."""
+    _ok(run_torchrun(2, "fsdp_worker.py", "--autoload", "--steps", "5",
+                     env={"MCR_FSDP": "1"}), "FSDP OK 5")
+
+
 @pytest.mark.parametrize("extra", [[], ["--async"], ["--divide", "4"], ["--async", "--ring"]])
 def test_fsdp2_torchrun_gloo(extra):
     _ok(run_torchrun(2, "fsdp_worker.py", *extra), "FSDP OK 20")

@@ -1,9 +1,12 @@
-"""`MCR_DEEPSPEED=1`: DeepSpeed through mcr with no change to the training script.
+"""`MCR_DEEPSPEED=1` and `MCR_FSDP=1`: DeepSpeed or FSDP2 through mcr with no change to the
+training script.
 
 mcr's install puts `mcr_autoload.pth` into site-packages; at interpreter start it imports this
-module only when MCR_DEEPSPEED is set (to anything but 0), and arm() then waits for DeepSpeed
-to be imported and calls mcr.integrations.deepspeed.install() right after. Nothing else is
-imported at start-up (no torch), so Python processes that never import DeepSpeed pay nothing.
+module only when one of the two is set (to anything but 0), and arm() then waits for the
+framework's module to be imported and adapts it right after: DeepSpeed gets
+mcr.integrations.deepspeed.install(); torch.distributed.fsdp's fully_shard becomes one that also
+installs mcr's comm objects on each module it shards. Nothing else is imported at start-up (no
+torch), so Python processes that never import either framework pay nothing.
 """
 
 from __future__ import annotations
@@ -14,25 +17,27 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 
-class _AfterDeepSpeed(importlib.abc.MetaPathFinder):
-    """Finds `deepspeed` the usual way, then runs install() once it has been executed.
+class _After(importlib.abc.MetaPathFinder):
+    """Finds module `name` the usual way, then runs `then(module)` once it has been executed.
 
-    It stays armed until DeepSpeed has run: transformers and accelerate ask
+    It stays armed until the module has run: transformers and accelerate ask
     importlib.util.find_spec("deepspeed") before they import it, and a finder that left after
     the first question let the real import pass without mcr."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.then = then
         self._asking = threading.local()   # our own find_spec call for the real spec
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        """The real spec of `deepspeed`, its loader wrapped; None for every other module."""
-        if name != "deepspeed" or getattr(self._asking, "on", False):
+        """The real spec of the module, its loader wrapped; None for every other module."""
+        if name != self.name or getattr(self._asking, "on", False):
             return None
         self._asking.on = True
         try:
@@ -47,26 +52,39 @@ class _AfterDeepSpeed(importlib.abc.MetaPathFinder):
             run(module)
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            from . import deepspeed as mcr_ds
-            mcr_ds.install()
+            self.then(module)
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-def wanted() -> bool:
-    """Whether MCR_DEEPSPEED asks for it."""
-    return os.environ.get("MCR_DEEPSPEED", "0").strip().lower() not in ("", "0", "false", "no",
-                                                                         "off")
+def _deepspeed(_module: ModuleType) -> None:
+    from . import deepspeed as mcr_ds
+    mcr_ds.install()
 
 
-def arm() -> None:
-    """Install the import hook (idempotent); if DeepSpeed is already imported, install now."""
-    if "deepspeed" in sys.modules:
-        from . import deepspeed as mcr_ds
-        mcr_ds.install()
-    elif not any(isinstance(f, _AfterDeepSpeed) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterDeepSpeed())
+def _fsdp(module: ModuleType) -> None:
+    from . import fsdp as mcr_fsdp
+    mcr_fsdp.auto(module)
 
 
-if wanted():
-    arm()
+HOOKS = {"MCR_DEEPSPEED": ("deepspeed", _deepspeed), "MCR_FSDP": ("torch.distributed.fsdp", _fsdp)}
+
+
+def wanted(var: str) -> bool:
+    """Whether the environment variable asks for it."""
+    return os.environ.get(var, "0").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def arm(var: str) -> None:
+    """Install the import hook of one variable's framework (idempotent); if the framework is
+    already imported, adapt it now."""
+    name, then = HOOKS[var]
+    if name in sys.modules:
+        then(sys.modules[name])
+    elif not any(isinstance(f, _After) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _After(name, then))
+
+
+for _var in HOOKS:
+    if wanted(_var):
+        arm(_var)

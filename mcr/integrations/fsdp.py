@@ -17,6 +17,7 @@ models installed.
 
 from __future__ import annotations
 
+import functools
 import types
 import weakref
 from collections.abc import Callable, Sequence
@@ -200,6 +201,22 @@ def _param_groups(module: Any) -> list[Any]:
     return [g for g in groups if g is not None]
 
 
+def _install_one(m: Any, all_gather: bool, reduce_scatter: bool, buffers: str) -> bool:
+    """Set mcr's comm objects on one FSDPModule; False if it holds no parameters."""
+    groups = _param_groups(m)
+    if not groups:
+        return False
+    if all_gather:
+        m.set_custom_all_gather(AllGather(groups[0].mesh_info.shard_process_group,
+                                          buffers=buffers))
+    if reduce_scatter:
+        m.set_custom_reduce_scatter(ReduceScatter())
+        replicas = getattr(groups[0].mesh_info, "replicate_process_group", None)
+        if replicas is not None:
+            _route_replicas(replicas)
+    return True
+
+
 def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: bool = True,
             buffers: str = "auto") -> int:
     """Set mcr's comm objects on every FSDPModule of model that holds parameters; returns how
@@ -208,24 +225,32 @@ def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: boo
     from torch.distributed.fsdp import FSDPModule
     if not runtime._RT:
         mcr.init_distributed(verbose=False)
-    n = 0
-    for m in model.modules():
-        if not isinstance(m, FSDPModule):
-            continue
-        groups = _param_groups(m)
-        if not groups:
-            continue
-        if all_gather:
-            m.set_custom_all_gather(AllGather(groups[0].mesh_info.shard_process_group,
-                                              buffers=buffers))
-        if reduce_scatter:
-            m.set_custom_reduce_scatter(ReduceScatter())
-            replicas = getattr(groups[0].mesh_info, "replicate_process_group", None)
-            if replicas is not None:
-                _route_replicas(replicas)
-        n += 1
+    n = sum(_install_one(m, all_gather, reduce_scatter, buffers) for m in model.modules()
+            if isinstance(m, FSDPModule))
     if n == 0:
         raise CallError("mcr.integrations.fsdp.install: the model has no FSDPModule with "
                         "parameters; call it after fully_shard(...)")
     bypass.install()
     return n
+
+
+def sharding_through_mcr(fully_shard: Callable[..., Any]) -> Callable[..., Any]:
+    """fully_shard that also sets mcr's comm objects on the module it shards (MCR_FSDP=1)."""
+    @functools.wraps(fully_shard)
+    def wrapped(module: Any, *args: Any, **kwargs: Any) -> Any:
+        out = fully_shard(module, *args, **kwargs)
+        if not runtime._RT:
+            mcr.init_distributed(verbose=False)
+        # A list of modules shares one FSDP state: one install serves them all.
+        _install_one(out[0] if isinstance(out, (list, tuple)) else out, True, True, "auto")
+        bypass.install()
+        return out
+    wrapped.__mcr_wrapped__ = fully_shard   # type: ignore[attr-defined]
+    return wrapped
+
+
+def auto(fsdp_package: types.ModuleType) -> None:
+    """MCR_FSDP=1: torch.distributed.fsdp.fully_shard installs mcr on each module it shards
+    (idempotent); scripts and libraries that import fully_shard from there afterwards get it."""
+    if not hasattr(fsdp_package.fully_shard, "__mcr_wrapped__"):
+        fsdp_package.fully_shard = sharding_through_mcr(fsdp_package.fully_shard)

@@ -8,13 +8,15 @@ a gradient divide factor, which FSDP2 reduce-scatters with PREMUL_SUM(1/F) (Gloo
 PREMUL_SUM, so the plain copy sums and divides after: equal bits for a power-of-two F).
 --hsdp shards over half the ranks and replicates over 2 (HSDP); the gradient all-reduce across
 replicas must go through mcr as well (each copy has its own mesh, so the plain one's stays
-torch's).
+torch's). --autoload runs under MCR_FSDP=1: fully_shard itself installs mcr (the plain copy is
+sharded by torch's own fully_shard, which the hook keeps as __mcr_wrapped__).
 Prints `rank R: FSDP OK <steps>`.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import torch
 import torch.distributed as tdist
@@ -33,13 +35,17 @@ ap.add_argument("--ring", action="store_true",
                 help="all-gather outputs from mcr's buffer ring (plain memory on CPU)")
 ap.add_argument("--hsdp", action="store_true", help="a 2 x (world / 2) replicate x shard mesh")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
+ap.add_argument("--autoload", action="store_true",
+                help="MCR_FSDP=1 is set: fully_shard must install mcr by itself")
 args = ap.parse_args()
+if args.autoload:
+    assert hasattr(fully_shard, "__mcr_wrapped__"), "MCR_FSDP=1 did not hook fully_shard"
 
 dist.init_distributed(verbose=False)
 rank, world = dist.get_rank(), dist.get_world_size()
 
 
-def build() -> torch.nn.Module:
+def build(shard: Any) -> torch.nn.Module:
     mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("replicate", "shard")) \
         if args.hsdp else init_device_mesh("cpu", (world,))
     torch.manual_seed(4321)
@@ -49,8 +55,8 @@ def build() -> torch.nn.Module:
                                 torch.nn.Linear(256, 16))
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+            shard(layer, mesh=mesh)
+    shard(model, mesh=mesh)
     for m in model.modules():
         if isinstance(m, FSDPModule):
             if args.async_op:
@@ -60,12 +66,17 @@ def build() -> torch.nn.Module:
     return model
 
 
-plain, ours = build(), build()
+plain = build(fully_shard.__mcr_wrapped__ if args.autoload else fully_shard)
+ours = build(fully_shard)
 if args.divide:
     for m in plain.modules():
         if isinstance(m, FSDPModule):
             m.set_force_sum_reduction_for_comms(True)   # Gloo has no PREMUL_SUM
-n_fsdp = mcr_fsdp.install(ours, buffers="ring" if args.ring else "auto")
+if args.autoload:
+    n_fsdp = sum(isinstance(g._all_gather_comm, mcr_fsdp.AllGather) for m in ours.modules()
+                 if isinstance(m, FSDPModule) for g in mcr_fsdp._param_groups(m))
+else:
+    n_fsdp = mcr_fsdp.install(ours, buffers="ring" if args.ring else "auto")
 assert n_fsdp == 4, n_fsdp    # the four Linear layers hold parameters
 # SGD: the update scales with the gradient, so a wrong divide factor changes the losses.
 opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (plain, ours)]
