@@ -111,3 +111,12 @@ def test_a_second_init_with_other_arguments_is_an_error():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_host_library_refused_inside_graph_capture():
     _expected(run_mpi(2, "errors_worker.py", "capture", timeout=120), 2, "BackendUnavailable")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_nccl_groups_on_a_gloo_world_bound_to_a_gpu():
+    """torch fails to build NCCL groups there (a TypeError); mcr's NCCL calls must work."""
+    n = min(2, torch.cuda.device_count())
+    out = run_torchrun(n, "bound_gloo_worker.py", timeout=180)
+    assert len(re.findall(r"rank \d+: BOUND OK", out)) == n, out[-3000:]
