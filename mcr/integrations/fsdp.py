@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import types
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -242,7 +243,14 @@ def sharding_through_mcr(fully_shard: Callable[..., Any]) -> Callable[..., Any]:
         if not runtime._RT:
             mcr.init_distributed(verbose=False)
         # A list of modules shares one FSDP state: one install serves them all.
-        _install_one(out[0] if isinstance(out, (list, tuple)) else out, True, True, "auto")
+        first = out[0] if isinstance(out, (list, tuple)) else out
+        if len(_param_groups(first)) > 1:
+            # FSDP2 takes no custom comm with per-parameter meshes: its own collectives stay.
+            warnings.warn(f"MCR_FSDP=1: {type(first).__name__} has parameters on several "
+                          "meshes (shard_placement_fn); FSDP2's own collectives serve it",
+                          stacklevel=2)
+        else:
+            _install_one(first, True, True, "auto")
         bypass.install()
         return out
     wrapped.__mcr_wrapped__ = fully_shard   # type: ignore[attr-defined]
