@@ -87,6 +87,7 @@ KNOBS = (
     Knob("MCR_CHECK", "check", _bool, "0", True),
     Knob("MCR_CHECK_TIMEOUT_S", "check_timeout_s", _positive, "", False),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
+    Knob("MCR_FSDP", "fsdp", _bool, "0", False),
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
     Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "8MiB", True),
@@ -121,6 +122,7 @@ class Config:
     check: bool = False                 # compare each call across ranks
     check_timeout_s: float | None = None  # wait for peers' new-signature check (None: timeout_s)
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
+    fsdp: bool = False                  # fully_shard installs mcr on what it shards
     mpi_cuda_aware: str = "auto"        # auto | 0 | 1
     mpi_pinned_max_bytes: float = 2**30           # pinned staging cache bound
     mpi_blocking_bytes: float = 8 * 2**20         # blocking MPI collectives from here
