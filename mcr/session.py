@@ -76,6 +76,8 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
     # Tear down at exit what the program did not: a live Gloo group's threads at static
     # destruction abort the process ("terminate called without an active exception"). mpi4py
     # finalizes MPI in its own atexit hook, registered earlier, so it runs after this one.
+    # Once per process, however often mcr is started again after a teardown.
+    atexit.unregister(_at_exit)
     atexit.register(_at_exit)
     cls = runtime.system_class(cfg, cuda)
     if launch.rank == 0:
