@@ -84,6 +84,7 @@ KNOBS = (
     Knob("MCR_PROFILE", "profile", _choice("standalone", "overlap"), "standalone", True),
     Knob("MCR_TIMEOUT_S", "timeout_s", _positive, "600", False),
     Knob("MCR_LOG", "log", _bool, "0", False),
+    Knob("MCR_SUMMARY", "summary", _bool, "0", False),
     Knob("MCR_CHECK", "check", _bool, "0", True),
     Knob("MCR_CHECK_TIMEOUT_S", "check_timeout_s", _positive, "", False),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
@@ -119,6 +120,7 @@ class Config:
     profile: str = "standalone"         # standalone | overlap
     timeout_s: float = 600.0            # every blocking wait raises after this
     log: bool = False                   # per-call timing on
+    summary: bool = False               # rank 0 prints the summary at teardown
     check: bool = False                 # compare each call across ranks
     check_timeout_s: float | None = None  # wait for peers' new-signature check (None: timeout_s)
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
@@ -130,7 +132,7 @@ class Config:
     sdma_max_bytes: float = 256 * 2**20           # sdma transit per rank block
     sdma_zero_copy: bool = True                   # write into symmetric outputs
     sdma_sync: str = "kernel"                     # kernel | memops
-    sdma_graphs: int = 64                         # captured calls kept per group
+    sdma_graphs: int = 256                        # captured calls kept per group
     sdma_copy: str = "dtod"                       # dtod | unified
     sdma_pipeline_bytes: float = 16 * 2**20       # sdma_pipe: side-stream rounds from here
     symm_max_bytes: float = 2**20                 # symm staging buffer

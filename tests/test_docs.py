@@ -14,3 +14,26 @@ def test_readme_env_table_lists_every_knob():
     section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `(MCR_[A-Z0-9_]+)` \|", section, re.M))
     assert documented == {k.env for k in KNOBS}
+
+
+def test_defaults_agree_between_knobs_config_and_readme():
+    """A knob's default is one value: what the environment parses to, Config's field default,
+    and the README's default column."""
+    from dataclasses import MISSING, fields
+
+    from mcr.config import Config, _bool
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    readme = dict(re.findall(r"^\| `(MCR_[A-Z0-9_]+)` \| ([^|]+) \|", section, re.M))
+    field_default = {f.name: f.default for f in fields(Config) if f.default is not MISSING}
+    for k in KNOBS:
+        parsed = k.parse(k.env, k.default) if k.default else None
+        assert field_default[k.field] == parsed, f"{k.env}: Config says {field_default[k.field]!r}"
+        cell = readme[k.env].strip()
+        if not k.default:
+            continue   # unset, or computed at init (the README says from what)
+        if k.parse is _bool:
+            assert cell == ("off" if not parsed else f"`{k.default}`"), f"{k.env}: README {cell}"
+        else:
+            assert cell == f"`{k.default}`", f"{k.env}: README says {cell}, knob {k.default!r}"
