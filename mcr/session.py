@@ -12,7 +12,7 @@ import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
-from . import layout, runtime, work
+from . import layout, report, runtime, work
 from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
@@ -88,7 +88,8 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         avail = [n for n, b in rt.backends.items()
                  if not isinstance(b, backends_mod.Unavailable)]
         print(f"mcr: {launch.world_size} ranks via {launch.launcher}; backends {avail}; "
-              f"tables: {rt.tables.describe(cls)}", flush=True)
+              f"tables: {rt.tables.describe(cls)}"
+              + ("" if cfg.summary else "; MCR_SUMMARY=1 prints what it did at exit"), flush=True)
 
 
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
@@ -174,6 +175,9 @@ def destroy_process_group(group: Any = None) -> None:
                             "destroy_process_group() (no argument)")
         backends_mod.release_group(rt.backends, g, world=False)
         return
+    if rt.cfg.summary and rt.launch.rank == 0:
+        # A script run with MCR_DEEPSPEED=1 or MCR_FSDP=1 has no line of mcr to call it from.
+        print(report.summary(rt), flush=True)
     for g in {id(g): g for g in rt.by_pg.values()}.values():
         if g is not rt.world:
             backends_mod.release_group(rt.backends, g, world=False)

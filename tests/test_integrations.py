@@ -16,6 +16,13 @@ def _ok(out: str, word: str, n: int = 2) -> None:
     assert sorted(int(r) for r in ranks) == list(range(n)), out[-6000:]
 
 
+def _summary_at_exit(out: str, word: str) -> None:
+    """MCR_SUMMARY=1: rank 0 printed the summary after its script's last line, at teardown."""
+    last = out.rfind("mcr summary:")
+    assert last > out.find(f"rank 0: {word}") >= 0, out[-6000:]
+    assert "served by mcr:" in out[last:], out[last:]
+
+
 deepspeed = pytest.importorskip("deepspeed", reason="pip install deepspeed (DS_BUILD_OPS=0)")
 
 
@@ -32,8 +39,9 @@ def test_deepspeed_zero3_install_before_init():
 def test_deepspeed_env_var_routes_without_code_change():
     """MCR_DEEPSPEED=1: mcr's .pth hook installs the integration when DeepSpeed is imported."""
     out = run_torchrun(2, "deepspeed_worker.py", "--autoload", "--steps", "5",
-                       env={"MCR_DEEPSPEED": "1"})
+                       env={"MCR_DEEPSPEED": "1", "MCR_SUMMARY": "1"})
     _ok(out, "DEEPSPEED OK 5")
+    _summary_at_exit(out, "DEEPSPEED OK 5")
 
 
 def test_deepspeed_zero3_mpi_forced():
@@ -51,8 +59,10 @@ def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
 
 def test_fsdp2_env_var_routes_without_code_change():
     """MCR_FSDP=1: mcr's .pth hook makes fully_shard install mcr on each module it shards."""
-    _ok(run_torchrun(2, "fsdp_worker.py", "--autoload", "--steps", "5",
-                     env={"MCR_FSDP": "1"}), "FSDP OK 5")
+    out = run_torchrun(2, "fsdp_worker.py", "--autoload", "--steps", "5",
+                       env={"MCR_FSDP": "1", "MCR_SUMMARY": "1"})
+    _ok(out, "FSDP OK 5")
+    _summary_at_exit(out, "FSDP OK 5")
 
 
 @pytest.mark.parametrize("extra", [[], ["--async"], ["--divide", "4"], ["--async", "--ring"]])

@@ -42,7 +42,7 @@ _PENDING_CONFIG: list[dict[str, Any]] = []
 def _start_mcr() -> None:
     """Start mcr on top of torch.distributed (once it is up)."""
     if not runtime._RT and tdist.is_initialized():
-        mcr.init_distributed(verbose=False)
+        mcr.init_distributed()
         for kw in _PENDING_CONFIG:
             mcr.configure(**kw)
         _PENDING_CONFIG.clear()

@@ -225,7 +225,7 @@ def install(model: torch.nn.Module, all_gather: bool = True, reduce_scatter: boo
     AllGather."""
     from torch.distributed.fsdp import FSDPModule
     if not runtime._RT:
-        mcr.init_distributed(verbose=False)
+        mcr.init_distributed()
     n = sum(_install_one(m, all_gather, reduce_scatter, buffers) for m in model.modules()
             if isinstance(m, FSDPModule))
     if n == 0:
@@ -241,7 +241,7 @@ def sharding_through_mcr(fully_shard: Callable[..., Any]) -> Callable[..., Any]:
     def wrapped(module: Any, *args: Any, **kwargs: Any) -> Any:
         out = fully_shard(module, *args, **kwargs)
         if not runtime._RT:
-            mcr.init_distributed(verbose=False)
+            mcr.init_distributed()
         # A list of modules shares one FSDP state: one install serves them all.
         first = out[0] if isinstance(out, (list, tuple)) else out
         if len(_param_groups(first)) > 1:
