@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,29 @@ def cuda_aware_mpi(setting: str) -> bool:
     return bool(fn())
 
 
+def abort_job_on_uncaught_exception(MPI: Any) -> None:
+    """An exception that ends this rank's program aborts the whole MPI job, as `python -m
+    mpi4py` does (once per process).
+
+    Without it the failed rank's MPI_Finalize waits for its peers (Open MPI fences there) while
+    they wait in their next collective for MCR_TIMEOUT_S: minutes of a stuck job instead of an
+    error. torchrun needs none of this: its agent stops every rank when one fails."""
+    if getattr(sys.excepthook, "_mcr_aborts", False):
+        return
+    before = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        before(kind, exc, tb)
+        if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
+            sys.stderr.write(f"mcr: rank {MPI.COMM_WORLD.Get_rank()} ended with an uncaught "
+                             f"{kind.__name__}; aborting the MPI job so that the other ranks "
+                             "do not wait for it\n")
+            sys.stderr.flush()
+            MPI.COMM_WORLD.Abort(1)
+    hook._mcr_aborts = True   # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
 class MpiBackend(Backend):
     """mpi4py over the communicator of each mcr group."""
 
@@ -56,6 +80,7 @@ class MpiBackend(Backend):
         from mpi4py import MPI
 
         self.MPI = MPI
+        abort_job_on_uncaught_exception(MPI)
         self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
         self.pool = PinnedPool(cfg.mpi_pinned_max_bytes)
         # id of a group's communicator -> the duplicates its lanes use (backends.lanes)

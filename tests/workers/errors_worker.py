@@ -96,6 +96,15 @@ elif scenario == "peer_gone":
            "'gloo'", "400 bytes", "group [0, 1]", "failed in the library")
     print(f"rank {rank}: ERRORS OK", flush=True)
     os._exit(0)
+elif scenario == "uncaught":
+    dist.init_distributed(verbose=False)
+    t = torch.ones(100)
+    dist.all_reduce(t)
+    if rank == 1:
+        raise RuntimeError("a planned failure on rank 1")
+    t0 = time.monotonic()
+    dist.all_reduce(t)                       # waits for rank 1 until the job is aborted
+    print(f"rank {rank}: NOT ABORTED: all_reduce returned after {time.monotonic() - t0:.0f} s")
 elif scenario == "reinit":
     dist.init_distributed(verbose=False)
     dist.init_distributed(verbose=False)     # the same again: fine
