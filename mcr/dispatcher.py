@@ -56,8 +56,10 @@ class Dispatcher:
         self._told: set[tuple[str, int | str]] = set()
         self.env_backend = canonical(env_backend) if env_backend else None
         self.fallbacks: Counter[tuple[str, str, str]] = Counter()
-        # (op, backend) -> [calls, bytes] of the decisions dropped from the cache
-        self._spilled: dict[tuple[str, str], list[int]] = {}
+        # (op, backend, via) -> [calls, bytes] of the decisions dropped from the cache; via is
+        # "" for the program's calls, else the backend whose own groups made them (hier's parts)
+        self._spilled: dict[tuple[str, str, str], list[int]] = {}
+        self._via: dict[int, str] = {}   # group id -> via, for groups a backend built
         self._cache: dict[tuple, tuple[Backend, list[int]]] = {}
 
     def entry(self, key: CallKey, group: Group, forced: str | None = None
@@ -70,6 +72,8 @@ class Dispatcher:
             if len(self._cache) >= _CACHE_MAX:
                 self._spill()
             hit = self._cache[ck] = (self._decide(key, group, forced), [0, 0])
+            if group.tag:
+                self._via[group.id] = group.tag.split(".")[0]
         return hit
 
     def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
@@ -89,17 +93,25 @@ class Dispatcher:
         self._spill()
         self.env_backend = canonical(name) if name else None
 
-    def served(self) -> dict[tuple[str, str], list[int]]:
-        """(op, backend) -> [calls, bytes] served since init."""
+    def served(self, via: str = "") -> dict[tuple[str, str], list[int]]:
+        """(op, backend) -> [calls, bytes] served since init: the program's calls, or (via a
+        backend's name) the calls that backend made to serve them (hier's parts)."""
+        return {(op, b): list(n) for (op, b, v), n in self._counts().items() if v == via}
+
+    def vias(self) -> list[str]:
+        """The backends that made calls of their own (each call's parts)."""
+        return sorted({v for (_, _, v) in self._counts()} - {""})
+
+    def _counts(self) -> dict[tuple[str, str, str], list[int]]:
         out = {k: list(v) for k, v in self._spilled.items()}
-        for (key, _, _), (b, (calls, nbytes)) in self._cache.items():
-            row = out.setdefault((key.op, b.name), [0, 0])
+        for (key, gid, _), (b, (calls, nbytes)) in self._cache.items():
+            row = out.setdefault((key.op, b.name, self._via.get(gid, "")), [0, 0])
             row[0] += calls
             row[1] += nbytes
         return out
 
     def _spill(self) -> None:
-        self._spilled = self.served()
+        self._spilled = self._counts()
         self._cache.clear()
 
     def _decide(self, key: CallKey, group: Group, forced: str | None) -> Backend:

@@ -68,6 +68,13 @@ def issue(i: int) -> tuple[object, object]:
 
 done = run_shuffled(args.ops, issue, shared, local, 5, 0.25)
 assert done == args.ops
-served = sorted({b for (_, b) in runtime.get().dispatcher.served()})
+disp = runtime.get().dispatcher
+# The summary counts the program's calls apart from the parts hier made to serve them.
+calls = sum(c for c, _ in disp.served().values())
+assert calls == args.ops, f"{calls} calls counted as the program's, it made {args.ops}"
+by_hier = sum(c for (_, b), (c, _) in disp.served().items() if b == "hier")
+assert by_hier and disp.vias() == ["hier"], (by_hier, disp.vias())
+assert sum(c for c, _ in disp.served("hier").values()) >= 2 * by_hier   # two parts at least
+served = sorted({b for (_, b) in disp.served()} | {b for (_, b) in disp.served("hier")})
 print(f"rank {r}: HIER OK {done} ops; libraries {served}", flush=True)
 dist.destroy_process_group()
