@@ -106,7 +106,7 @@ def test_a_vanished_peer_is_an_mcr_error_naming_the_call():
 @pytest.mark.parametrize("backend", ["mpi", "gloo"])
 def test_an_uncaught_exception_under_mpirun_aborts_the_job(backend):
     """The failed rank takes the job down at once (MPI_Abort) instead of sitting in
-    MPI_Finalize while its peer waits MCR_TIMEOUT_S (300 s here) in an MPI all-reduce."""
+    MPI_Finalize while its peer waits MCR_TIMEOUT_S (300 s here) in its next all-reduce."""
     out = run_mpi(2, "errors_worker.py", "uncaught", check=False, timeout=60,
                   env={"MCR_BACKEND": backend, "MCR_TIMEOUT_S": "300"})
     assert "RuntimeError: a planned failure on rank 1" in out, out[-3000:]
