@@ -22,8 +22,7 @@ fi
 P=$((N / 2))
 export MCR_LOCAL_SIZE=$P NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 export MCR_TUNING_TABLE="$W/hier_parts.yaml"
-CLASS=$(python3 -c 'from mcr.config import from_env; from mcr.runtime import system_class
-print(system_class(from_env(), True))')
+CLASS=$(system_class)
 cat > "$MCR_TUNING_TABLE" <<YAML
 # benchmarks/gpu_hier.sh: hier across the 2 stand-in nodes, sdma inside a node, NCCL between.
 schema_version: 1

@@ -17,8 +17,7 @@ set -uo pipefail
 W=/tmp/gpu_tune; rm -rf "$W"; mkdir -p "$W"
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 SIZES=$([ "${SMOKE:-0}" = 1 ] && echo 4KiB:4MiB || echo 4:1GiB)
-CLASS=$(python3 -c 'from mcr.config import from_env; from mcr.runtime import system_class
-print(system_class(from_env(), True))')        # nvidia-h200: the name mcr looks tables up by
+CLASS=$(system_class)
 TABLE="$W/${CLASS}_np$N"
 BE="--backend nccl,sdma,sdma_pipe,symm --symm sdma"
 step_lines() { grep -av "size/s\|^\s*$" "$1"; }   # tables and regret rows: every line
