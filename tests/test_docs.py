@@ -9,9 +9,13 @@ from conftest import ROOT
 from mcr.config import KNOBS
 
 
-def test_readme_env_table_lists_every_knob():
+def _env_section() -> str:
     text = (ROOT / "README.md").read_text()
-    section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    return text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_env_table_lists_every_knob():
+    section = _env_section()
     documented = set(re.findall(r"^\| `(MCR_[A-Z0-9_]+)` \|", section, re.M))
     assert documented == {k.env for k in KNOBS}
 
@@ -23,8 +27,7 @@ def test_defaults_agree_between_knobs_config_and_readme():
 
     from mcr.config import Config, _bool
 
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    section = _env_section()
     readme = dict(re.findall(r"^\| `(MCR_[A-Z0-9_]+)` \| ([^|]+) \|", section, re.M))
     field_default = {f.name: f.default for f in fields(Config) if f.default is not MISSING}
     for k in KNOBS:
