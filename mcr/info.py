@@ -96,6 +96,5 @@ def log_summary(show_straggler: bool = False, return_dict: bool = False) -> Any:
     """Print on rank 0 what mcr did: calls and bytes per op and library, fallbacks, calls that
     bypassed mcr, and (with per-call timing on) times and bandwidths."""
     rt = runtime.get()
-    if rt.launch.rank == 0:
-        print(report.summary(rt), flush=True)
+    report.show(rt)
     return report.rows(rt) if return_dict else None

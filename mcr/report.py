@@ -67,4 +67,10 @@ def summary(rt: Runtime) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["rows", "summary"]
+def show(rt: Runtime) -> None:
+    """Print the summary on rank 0 (every rank makes the same calls)."""
+    if rt.launch.rank == 0:
+        print(summary(rt), flush=True)
+
+
+__all__ = ["rows", "show", "summary"]

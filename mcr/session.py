@@ -175,9 +175,9 @@ def destroy_process_group(group: Any = None) -> None:
                             "destroy_process_group() (no argument)")
         backends_mod.release_group(rt.backends, g, world=False)
         return
-    if rt.cfg.summary and rt.launch.rank == 0:
+    if rt.cfg.summary:
         # A script run with MCR_DEEPSPEED=1 or MCR_FSDP=1 has no line of mcr to call it from.
-        print(report.summary(rt), flush=True)
+        report.show(rt)
     for g in {id(g): g for g in rt.by_pg.values()}.values():
         if g is not rt.world:
             backends_mod.release_group(rt.backends, g, world=False)
