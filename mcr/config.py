@@ -57,6 +57,15 @@ def _bytes(name: str, raw: str) -> float:
         raise ValueError(f"{name}={raw!r}: {e}") from None
 
 
+def _size(name: str, raw: str) -> float:
+    """A buffer's size: a whole, finite number of bytes (inf is for thresholds)."""
+    n = _bytes(name, raw)
+    if n == float("inf") or n < 1:
+        raise ValueError(f"{name}={raw!r}: sizes a buffer, so it must be a finite number of "
+                         "bytes of at least 1 (e.g. 256MiB)")
+    return n
+
+
 def _choice(*allowed: str) -> Callable[[str, str], str]:
     def parse(name: str, raw: str) -> str:
         if raw not in allowed:
@@ -93,16 +102,16 @@ KNOBS = (
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
     Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "8MiB", True),
     Knob("MCR_MPI_CHUNK_BYTES", "mpi_chunk_bytes", _bytes, "16MiB", True),
-    Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _bytes, "256MiB", True),
+    Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _size, "256MiB", True),
     Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
     Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
     Knob("MCR_SDMA_GRAPHS", "sdma_graphs", int_from(0), "256", True),
     Knob("MCR_SDMA_COPY", "sdma_copy", _choice("dtod", "unified"), "dtod", False),
     Knob("MCR_SDMA_PIPELINE_BYTES", "sdma_pipeline_bytes", _bytes, "16MiB", True),
-    Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _bytes, "1MiB", True),
+    Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _size, "1MiB", True),
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
-    Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _bytes, "64MiB", True),
+    Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
     Knob("MCR_LOCAL_SIZE", "local_size", int_from(1), "", True),
     Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "4MiB", True),

@@ -115,6 +115,17 @@ def test_an_uncaught_exception_under_mpirun_aborts_the_job(backend):
     assert "NOT ABORTED" not in out, out[-3000:]
 
 
+@pytest.mark.parametrize("knob", ["MCR_SDMA_MAX_BYTES", "MCR_SYMM_MAX_BYTES",
+                                  "MCR_NCCL_CE_MAX_BYTES"])
+@pytest.mark.parametrize("value", ["inf", "0"])
+def test_a_buffer_size_must_be_finite(monkeypatch, knob, value):
+    """inf is a threshold's 'never'; a buffer of inf bytes is refused where it is read."""
+    from mcr.config import from_env
+    monkeypatch.setenv(knob, value)
+    with pytest.raises(ValueError, match=rf"{knob}='{value}': sizes a buffer"):
+        from_env()
+
+
 def test_a_second_init_with_other_arguments_is_an_error():
     _expected(run_mpi(2, "errors_worker.py", "reinit", timeout=120), 2, "CallError")
 

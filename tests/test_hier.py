@@ -94,9 +94,11 @@ def test_hier_mpi_parts(tmp_path):
 
 
 def test_hier_gloo_parts_mpiexec(tmp_path):
-    """Gloo inside and between the nodes under mpiexec (MPI in the process, unused by hier)."""
+    """Gloo inside and between the nodes under mpiexec (MPI in the process, unused by hier);
+    hier in one chunk, and the flat MPI calls on the worker (blocking) in one piece."""
     from conftest import run_mpi
-    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo"))
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "gloo", "gloo", "gloo"),
+               MCR_HIER_CHUNK_BYTES="inf", MCR_MPI_BLOCKING_BYTES="0", MCR_MPI_CHUNK_BYTES="inf")
     out = run_mpi(4, "hier_worker.py", "--flat", "mpi", "--seed", "11", "--ops", "150",
                   "--expect", "reduce_scatter=hier", env=env, timeout=300)
     assert out.count("HIER OK 150 ops") == 4, out[-3000:]

@@ -38,7 +38,7 @@ class HierBackend(Backend):
     serves = frozenset({ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE})
 
     def __init__(self, cfg: Config, registry: dict[str, Backend]) -> None:
-        self.chunk_bytes = int(cfg.hier_chunk_bytes)
+        self.chunk_bytes = cfg.hier_chunk_bytes   # inf: no pipelining
         self.registry = registry    # every backend, to bind the groups this one builds
 
     def bind(self, spec: Spec) -> Any:
@@ -72,7 +72,7 @@ class HierBackend(Backend):
 
     def _chunks(self, n: int, esize: int) -> list[tuple[int, int]]:
         """(start, length) in elements of each chunk of a rank's block of n elements."""
-        step = max(1, self.chunk_bytes // esize)
+        step = max(1, int(min(self.chunk_bytes, n * esize) // esize))
         return [(s, min(step, n - s)) for s in range(0, n, step)]
 
     @staticmethod

@@ -106,10 +106,10 @@ class MpiBackend(Backend):
         # Blocking collectives from this size run on a worker thread: Open MPI's non-blocking
         # ones (libnbc) were 1.4-1.6x slower from 1 MiB, but the hand-off to the worker cost
         # more than that gained below 16 MiB on the H200 host (NOTES.md, issue 13).
-        self.blocking_bytes = int(cfg.mpi_blocking_bytes)
+        self.blocking_bytes = cfg.mpi_blocking_bytes   # inf: never
         # ... and a blocking all-reduce goes in chunks: Open MPI's 64 MiB all-reduce took 12x
         # its 16 MiB one on the H200 host (NOTES.md, issue 13).
-        self.chunk_bytes = int(cfg.mpi_chunk_bytes)
+        self.chunk_bytes = cfg.mpi_chunk_bytes         # inf: one piece
         self._worker: Worker | None = None
         PROGRESS_HOOKS.append(self._progress)
 
@@ -290,7 +290,7 @@ class MpiBackend(Backend):
     def _chunks(self, comm: Any, h: torch.Tensor, op: Any) -> None:
         """Blocking all-reduce of h in place, MCR_MPI_CHUNK_BYTES at a time (on the worker)."""
         flat = h.reshape(-1)
-        step = max(1, self.chunk_bytes // h.element_size())
+        step = max(1, int(min(self.chunk_bytes, h.nbytes) // h.element_size()))
         for a in range(0, flat.numel(), step):
             comm.Allreduce(self.MPI.IN_PLACE, self._typed(flat[a:a + step]), op)
 
