@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from .work import get_timeout
+from .work import CHECK_EVERY_S, get_timeout
 
 
 class Worker:
@@ -67,10 +67,12 @@ class Worker:
 class Futures:
     """torch-work-like handle over calls on workers: mcr's Work waits on it with its deadline."""
 
-    __slots__ = ("futures",)
+    __slots__ = ("futures", "check")
 
-    def __init__(self, futures: list[concurrent.futures.Future]) -> None:
+    def __init__(self, futures: list[concurrent.futures.Future],
+                 check: Callable[[], None] | None = None) -> None:
         self.futures = futures
+        self.check = check   # as poll_until's: raises when the wait is hopeless
 
     def is_completed(self) -> bool:
         """Have all the calls returned?"""
@@ -82,9 +84,14 @@ class Futures:
         secs = get_timeout() if timeout is None else timeout.total_seconds()
         deadline = time.monotonic() + secs
         for f in self.futures:
-            try:
-                f.result(max(0.0, deadline - time.monotonic()))
-            except concurrent.futures.TimeoutError:
-                # Work maps "timed out" to McrTimeoutError, naming the call.
-                raise TimeoutError(f"timed out after {secs:g} s") from None
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    f.result(max(0.0, left if self.check is None else min(left, CHECK_EVERY_S)))
+                    break
+                except concurrent.futures.TimeoutError:
+                    if left <= CHECK_EVERY_S or self.check is None:
+                        # Work maps "timed out" to McrTimeoutError, naming the call.
+                        raise TimeoutError(f"timed out after {secs:g} s") from None
+                    self.check()
         return True

@@ -31,6 +31,8 @@ PROGRESS_HOOKS: list[Callable[[], None]] = []
 # library instead of polling.
 PENDING = [0]
 _TIMEOUT_S = [600.0]
+# How often a long wait asks whether it is hopeless (a peer has left: backends.departures).
+CHECK_EVERY_S = 0.5
 # Called with (work, seconds) when a work completes and the comms logger is on.
 ON_COMPLETE: list[Callable[[Work, float], None]] = []
 
@@ -70,14 +72,17 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
 
 
 def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
-               timeout: float | None = None, progresses: bool = False) -> None:
+               timeout: float | None = None, progresses: bool = False,
+               check: Callable[[], None] | None = None) -> None:
     """Block the host until done() is true, progressing MPI (unless done() does: an MPI test);
-    raise McrTimeoutError naming `what` (or what()) on deadline."""
+    raise McrTimeoutError naming `what` (or what()) on deadline. check(), if given, runs every
+    CHECK_EVERY_S once the wait is that long, and raises if the wait is hopeless."""
     if done():
         return
     timeout = get_timeout() if timeout is None else timeout
     start = time.monotonic()
     spins = 0
+    next_check = CHECK_EVERY_S
     while True:
         if not progresses:
             _progress()
@@ -96,6 +101,9 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
                 time.sleep(2e-5 if waited < 1.0 else 1e-3)
             if waited > timeout:
                 raise timeout_error(what if isinstance(what, str) else what(), timeout)
+            if check is not None and waited > next_check:
+                check()
+                next_check = waited + CHECK_EVERY_S
 
 
 _HELPER: list[Worker] = []
@@ -186,7 +194,7 @@ class Work(tdist.Work):
     """
 
     __slots__ = ("op", "backend", "nbytes", "group_size", "_torch", "_reqs", "_stream",
-                 "_after", "_done", "_t0", "_mpi_test", "source", "_keep")
+                 "_after", "_done", "_t0", "_mpi_test", "source", "_keep", "check")
 
     def __init__(self, op: str, backend: str, nbytes: int, group_size: int, *,
                  torch_work: Any = None, mpi_requests: list | None = None,
@@ -207,6 +215,7 @@ class Work(tdist.Work):
         self._done = False
         self._t0 = time.perf_counter() if ON_COMPLETE else 0.0
         self.source: Callable[[], int] | None = None  # sender of an any-source receive
+        self.check: Callable[[], None] | None = None   # raises when the wait is hopeless
         # Buffers a library reads or writes until completion; mpi4py does not hold them for us.
         self._keep = keep
 
@@ -248,7 +257,8 @@ class Work(tdist.Work):
             reqs, test = self._reqs, self._mpi_test
             try:
                 # MPI_Test drives MPI's whole progress engine: no separate nudge needed.
-                poll_until(lambda: test(reqs), self.describe(), secs, progresses=True)
+                poll_until(lambda: test(reqs), self.describe(), secs, progresses=True,
+                           check=self.check)
             except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
                 raise mcr_error(e, self.describe(), secs) from e
         self._complete()
@@ -289,7 +299,7 @@ class Work(tdist.Work):
             # works (Gloo's reduce-scatter) only complete inside wait(), so the wait runs on a
             # helper thread while this one keeps MPI moving.
             fut = _helper().submit(self._torch.wait, timedelta(seconds=secs))
-            poll_until(fut.done, self.describe(), secs)
+            poll_until(fut.done, self.describe(), secs, check=self.check)
             wait = fut.result
         else:
             wait = functools.partial(self._torch.wait, timedelta(seconds=secs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import time
 
 import pytest
 import torch
@@ -113,6 +114,29 @@ def test_an_uncaught_exception_under_mpirun_aborts_the_job(backend):
     assert "mcr: rank 1 ended with an uncaught RuntimeError; aborting the MPI job" in out, \
         out[-3000:]
     assert "NOT ABORTED" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("backend,blocking", [("mpi", "inf"), ("mpi", "0"), ("gloo", "8MiB")])
+def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, blocking):
+    """sys.exit on one rank: its peer's next all-reduce raises in seconds, naming the rank,
+    not after MCR_TIMEOUT_S (300 s here) while the leaver sits in MPI_Finalize. blocking "0":
+    through the MPI worker's blocking collective."""
+    t0 = time.monotonic()
+    out = run_mpi(2, "errors_worker.py", "exit", check=False, timeout=120,
+                  env={"MCR_BACKEND": backend, "MCR_TIMEOUT_S": "300",
+                       "MCR_MPI_BLOCKING_BYTES": blocking})
+    took = time.monotonic() - t0
+    raised = re.search(r"rank 0: RAISED after ([\d.]+) s: LibraryError: (.*)", out)
+    assert raised, out[-3000:]
+    assert float(raised.group(1)) < 30 and took < 90, (took, raised.group(0))
+    if backend == "mpi":
+        assert "rank 1 left the job" in raised.group(2), raised.group(0)
+
+
+def test_ranks_that_end_at_different_times_are_not_errors():
+    """A leaving notice fails only calls that need the rank that left."""
+    out = run_mpi(3, "errors_worker.py", "stagger", timeout=120, env={"MCR_BACKEND": "mpi"})
+    assert sorted(re.findall(r"rank (\d): STAGGER OK", out)) == ["0", "2"], out[-3000:]
 
 
 @pytest.mark.parametrize("knob", ["MCR_SDMA_MAX_BYTES", "MCR_SYMM_MAX_BYTES",

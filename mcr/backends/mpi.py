@@ -27,6 +27,7 @@ from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..threads import Futures, Worker
 from ..work import PROGRESS_HOOKS, Work, get_timeout, mcr_error, poll_until, wait_event
 from .base import HOST, Backend
+from .departures import Departures
 from .staging import PinnedPool, stage_in
 
 _INT_MAX = 2**31 - 1
@@ -81,6 +82,7 @@ class MpiBackend(Backend):
 
         self.MPI = MPI
         abort_job_on_uncaught_exception(MPI)
+        self.departures = Departures(MPI)
         self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
         self.pool = PinnedPool(cfg.mpi_pinned_max_bytes)
         # id of a group's communicator -> the duplicates its lanes use (backends.lanes)
@@ -121,6 +123,7 @@ class MpiBackend(Backend):
         self.drain()
         world = self.MPI.COMM_WORLD
         if spec.ranks == list(range(world.size)):
+            self.departures.start(world)
             return world
         return world.Create_group(world.group.Incl(spec.ranks))
 
@@ -187,10 +190,14 @@ class MpiBackend(Backend):
 
     def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
               keep: tuple, source: Callable[[], int] | None = None,
-              on_worker: Futures | None = None) -> Work:
+              on_worker: Futures | None = None, peer: int | None = None) -> Work:
         w = Work(op, self.name, nbytes, g.size, torch_work=on_worker, mpi_requests=reqs,
                  mpi_test=self.MPI.Request.Testall, after=after, keep=keep)
         w.source = source
+        w.check = self.departures.watch(g.ranks if peer is None else [g.ranks[peer]],
+                                        w.describe, any_of=peer is not None or source is None)
+        if on_worker is not None:
+            on_worker.check = w.check
         return w
 
     def _reduction(self, redop: Any) -> tuple[Any, bool]:
@@ -222,7 +229,7 @@ class MpiBackend(Backend):
                 return [nonblocking(*args)], None
             issued = self._worker.submit(nonblocking, *args)
             try:
-                Futures([issued]).wait()
+                Futures([issued], self.departures.watch(g.ranks, lambda: f"MPI_{name}")).wait()
             except TimeoutError as e:
                 raise McrTimeoutError(
                     f"mcr: MPI_{name} waited {get_timeout():g} s (MCR_TIMEOUT_S) behind the "
@@ -262,13 +269,16 @@ class MpiBackend(Backend):
         if not sync:
             return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut)
         what = lambda: f"{op} on backend '{self.name}' ({nbytes} bytes)"  # noqa: E731
+        check = self.departures.watch(g.ranks, what)
         try:
             if fut is not None:
+                fut.check = check
                 fut.wait()
             elif len(reqs) == 1:
-                poll_until(reqs[0].Test, what, progresses=True)
+                poll_until(reqs[0].Test, what, progresses=True, check=check)
             else:
-                poll_until(lambda: self.MPI.Request.Testall(reqs), what, progresses=True)
+                poll_until(lambda: self.MPI.Request.Testall(reqs), what, progresses=True,
+                           check=check)
         except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
             raise mcr_error(e, what(), get_timeout()) from e
         for fn in after:
@@ -372,7 +382,8 @@ class MpiBackend(Backend):
         """MPI_Isend of bytes."""
         (h,), after = self._stage([(t, True)])
         req = g.handles[self.name].Isend([self._bytes(h), self.MPI.BYTE], peer, tag)
-        return self._work("send", t.numel() * t.element_size(), g, [req], after, (t, h))
+        return self._work("send", t.numel() * t.element_size(), g, [req], after, (t, h),
+                          peer=peer)
 
     def recv(self, t: torch.Tensor, peer: int | None, tag: int, g: Group) -> Work:
         """MPI_Irecv of bytes (peer None: any source; the Work reports the sender)."""
@@ -381,7 +392,7 @@ class MpiBackend(Backend):
         req = g.handles[self.name].Irecv([self._bytes(h), self.MPI.BYTE], src, tag)
         status = self.MPI.Status()
         w = self._work("recv", t.numel() * t.element_size(), g, [req], after, (t, h),
-                       source=status.Get_source)
+                       source=status.Get_source, peer=peer)
         w._mpi_test = lambda reqs: reqs[0].Test(status)
         return w
 

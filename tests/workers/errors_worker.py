@@ -105,6 +105,32 @@ elif scenario == "uncaught":
     t0 = time.monotonic()
     dist.all_reduce(t)                       # waits for rank 1 until the job is aborted
     print(f"rank {rank}: NOT ABORTED: all_reduce returned after {time.monotonic() - t0:.0f} s")
+elif scenario == "exit":
+    dist.init_distributed(verbose=False)
+    t = torch.ones(100)
+    dist.all_reduce(t)
+    if rank == 1:
+        sys.exit(3)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(t)                   # rank 1 has left
+    except Exception as e:                   # noqa: BLE001
+        print(f"rank {rank}: RAISED after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}")
+        raise
+    print(f"rank {rank}: NOT ABORTED: all_reduce returned after {time.monotonic() - t0:.0f} s")
+elif scenario == "stagger":
+    # Rank 1 ends first; 0 and 2 then wait long for each other in a group without it: fine.
+    dist.init_distributed(verbose=False)
+    pair = dist.new_group([0, 2])
+    t = torch.ones(100)
+    dist.all_reduce(t)
+    if rank == 1:
+        sys.exit(0)
+    if rank == 2:
+        time.sleep(4)
+    dist.all_reduce(t, group=pair)
+    assert torch.equal(t, torch.full((100,), 6.0)), t
+    print(f"rank {rank}: STAGGER OK")
 elif scenario == "reinit":
     dist.init_distributed(verbose=False)
     dist.init_distributed(verbose=False)     # the same again: fine
