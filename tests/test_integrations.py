@@ -84,6 +84,13 @@ def test_fsdp2_hsdp_replica_all_reduce_through_mcr():
     _ok(out, "FSDP OK 10", 4)
 
 
+def test_fsdp2_with_tensor_parallel_on_a_2d_mesh():
+    """torchtitan's layout (2 shards x 2 tensor-parallel ranks): FSDP2's collectives through
+    mcr on the shard sub-mesh, TP's DTensor all-reduces left to torch and listed; losses equal."""
+    out = run_torchrun(4, "fsdp_worker.py", "--tp", "--async", "--steps", "10")
+    _ok(out, "FSDP OK 10", 4)
+
+
 def test_fsdp2_mpi_forced():
     out = run_mpi(2, "fsdp_worker.py", "--async", "--expect", "all_gather:mpi,reduce_scatter:mpi",
                   env={"MCR_BACKEND": "mpi"})
