@@ -31,6 +31,12 @@ def test_deepspeed_zero3_torchrun_gloo():
         "DEEPSPEED OK 20")
 
 
+def test_deepspeed_zero3_compiled():
+    """engine.compile() (torch.compile with inductor) around ZeRO-3: losses equal to plain."""
+    _ok(run_torchrun(2, "deepspeed_worker.py", "--compile", "inductor", "--steps", "5"),
+        "DEEPSPEED OK 5")
+
+
 def test_deepspeed_zero3_install_before_init():
     _ok(run_torchrun(2, "deepspeed_worker.py", "--install-first", "--steps", "5"),
         "DEEPSPEED OK 5")

@@ -4,7 +4,8 @@ In one process: train a small model for --steps steps with plain DeepSpeed, then
 mcr.integrations.deepspeed.install() and train the same model from the same seed on the same
 data again. Every rank asserts identical losses step by step, that mcr served at least 90% of
 the calls (the rest were counted and are in the summary) and, with --expect, that the named
-libraries served all-gathers and reduce-scatters. Prints `rank R: DEEPSPEED OK <steps>`.
+libraries served all-gathers and reduce-scatters; --compile runs both under DeepSpeed's
+torch.compile. Prints `rank R: DEEPSPEED OK <steps>`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--overlap-comm", action="store_true")
 ap.add_argument("--install-first", action="store_true",
                 help="install() before deepspeed.init_distributed, run only through mcr")
+ap.add_argument("--compile", default="", metavar="BACKEND",
+                help="engine.compile(backend=BACKEND) after initialize (DeepSpeed's torch.compile)")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
 ap.add_argument("--autoload", action="store_true",
                 help="MCR_DEEPSPEED=1 is set: importing DeepSpeed must have installed mcr")
@@ -77,6 +80,8 @@ def train(rank: int) -> list[float]:
     model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
+    if args.compile:
+        engine.compile(backend=args.compile)
     losses = []
     for step in range(args.steps):
         g = torch.Generator().manual_seed(step * 100 + rank)
