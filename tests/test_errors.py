@@ -133,6 +133,15 @@ def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, b
         assert "rank 1 left the job" in raised.group(2), raised.group(0)
 
 
+@pytest.mark.parametrize("blocking", ["0", "8MiB"])
+def test_ranks_that_left_after_making_the_call_are_not_errors(blocking):
+    """A broadcast relayed through a late rank: the ranks that got their part and left made
+    the call, so a rank still waiting (for the late one) must not fail when they leave."""
+    out = run_mpi(4, "errors_worker.py", "relay", timeout=120,
+                  env={"MCR_BACKEND": "mpi", "MCR_MPI_BLOCKING_BYTES": blocking})
+    assert sorted(re.findall(r"rank (\d): RELAY OK", out)) == ["0", "1", "2", "3"], out[-3000:]
+
+
 def test_ranks_that_end_at_different_times_are_not_errors():
     """A leaving notice fails only calls that need the rank that left."""
     out = run_mpi(3, "errors_worker.py", "stagger", timeout=120, env={"MCR_BACKEND": "mpi"})

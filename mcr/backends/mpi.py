@@ -125,13 +125,16 @@ class MpiBackend(Backend):
         if spec.ranks == list(range(world.size)):
             self.departures.start(world)
             return world
-        return world.Create_group(world.group.Incl(spec.ranks))
+        comm = world.Create_group(world.group.Incl(spec.ranks))
+        self.departures.name(comm, spec.ranks)
+        return comm
 
     def release(self, handle: Any, world: bool) -> None:
         """Free a communicator bind() created, and its lanes' duplicates."""
         for dup in self.lane_comms.pop(id(handle), []):
             dup.Free()
         if handle is not self.MPI.COMM_WORLD and handle != self.MPI.COMM_NULL:
+            self.departures.forget(handle)
             handle.Free()
 
     def _progress(self) -> None:
@@ -190,12 +193,13 @@ class MpiBackend(Backend):
 
     def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
               keep: tuple, source: Callable[[], int] | None = None,
-              on_worker: Futures | None = None, peer: int | None = None) -> Work:
+              on_worker: Futures | None = None, peer: int | None = None,
+              call: tuple | None = None) -> Work:
         w = Work(op, self.name, nbytes, g.size, torch_work=on_worker, mpi_requests=reqs,
                  mpi_test=self.MPI.Request.Testall, after=after, keep=keep)
         w.source = source
         w.check = self.departures.watch(g.ranks if peer is None else [g.ranks[peer]],
-                                        w.describe, any_of=peer is not None or source is None)
+                                        w.describe, call, any_of=peer is not None or source is None)
         if on_worker is not None:
             on_worker.check = w.check
         return w
@@ -210,36 +214,40 @@ class MpiBackend(Backend):
         return [lambda: t.div_(n)] if avg else []
 
     def _issue(self, g: Group, name: str, args: tuple, nbytes: int = -1,
-               blocking_fn: Callable[[Any], None] | None = None) -> tuple[list, Futures | None]:
+               blocking_fn: Callable[[Any], None] | None = None
+               ) -> tuple[list, Futures | None, tuple | None]:
         """Start the collective MPI names `name` (blocking form) on g's communicator.
 
         From MCR_MPI_BLOCKING_BYTES of nbytes (a size every rank shares; -1: none), its blocking
         form (blocking_fn(comm) where given) runs on the worker. Otherwise its non-blocking form
         is issued here, or, while the worker has calls queued, by the worker (this thread waits
         until it is issued): every collective reaches the communicator in this rank's order,
-        and a non-blocking one still completes in any order. Returns (requests, worker handle).
+        and a non-blocking one still completes in any order. Returns (requests, worker handle,
+        the call's name for departures.watch).
         """
         comm = g.handles[self.name]
+        call = self.departures.issue(comm)
         nonblocking = getattr(comm, _NONBLOCKING[name])
         busy = self._worker is not None and self._worker.pending
         if busy:
             self._not_stuck(name)
         if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
             if not busy:
-                return [nonblocking(*args)], None
+                return [nonblocking(*args)], None, call
             issued = self._worker.submit(nonblocking, *args)
             try:
-                Futures([issued], self.departures.watch(g.ranks, lambda: f"MPI_{name}")).wait()
+                Futures([issued], self.departures.watch(g.ranks, lambda: f"MPI_{name}",
+                                                        call)).wait()
             except TimeoutError as e:
                 raise McrTimeoutError(
                     f"mcr: MPI_{name} waited {get_timeout():g} s (MCR_TIMEOUT_S) behind the "
                     "blocking MPI collectives this rank issued before it: a rank of their "
                     "groups may not have called one of them") from e
-            return [issued.result()], None
+            return [issued.result()], None, call
         if self._worker is None:
             self._worker = Worker("mcr-mpi")
         fn = getattr(comm, name) if blocking_fn is None else (lambda *_: blocking_fn(comm))
-        return [], Futures([self._worker.submit(fn, *args)])
+        return [], Futures([self._worker.submit(fn, *args)]), call
 
     def _not_stuck(self, name: str) -> None:
         """Refuse a call at once, rather than after another deadline, when the worker is still
@@ -265,11 +273,11 @@ class MpiBackend(Backend):
         """_issue, then the Work, or (sync) complete the call here and return None: a
         synchronous call skips the Work object, which costs more host time than a small MPI
         call itself. shared: nbytes is the same on every rank of g."""
-        reqs, fut = self._issue(g, name, args, nbytes if shared else -1, blocking_fn)
+        reqs, fut, call = self._issue(g, name, args, nbytes if shared else -1, blocking_fn)
         if not sync:
-            return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut)
+            return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut, call=call)
         what = lambda: f"{op} on backend '{self.name}' ({nbytes} bytes)"  # noqa: E731
-        check = self.departures.watch(g.ranks, what)
+        check = self.departures.watch(g.ranks, what, call)
         try:
             if fut is not None:
                 fut.check = check
@@ -404,8 +412,8 @@ class MpiBackend(Backend):
 
     def _wait(self, g: Group, name: str, args: tuple, what: str) -> None:
         """Run a collective's non-blocking form to completion (object sizes differ by rank)."""
-        reqs, fut = self._issue(g, name, args)
-        self._work(what, 0, g, reqs, [], args, on_worker=fut).wait()
+        reqs, fut, call = self._issue(g, name, args)
+        self._work(what, 0, g, reqs, [], args, on_worker=fut, call=call).wait()
 
     def broadcast_object_list(self, objs: list[Any], root: int, g: Group) -> None:
         """Pickle on the root, broadcast length then bytes, unpickle in place."""

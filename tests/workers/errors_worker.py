@@ -131,6 +131,20 @@ elif scenario == "stagger":
     dist.all_reduce(t, group=pair)
     assert torch.equal(t, torch.full((100,), 6.0)), t
     print(f"rank {rank}: STAGGER OK")
+elif scenario == "relay":
+    # A broadcast whose tree passes through rank 2, which comes 5 s late; every other rank
+    # gets its part, ends and leaves. Those still waiting wait for rank 2, which is alive:
+    # the ranks that left made the call, so their leaving is no error.
+    dist.init_distributed(verbose=False)
+    t = torch.full((1 << 20,), float(rank))
+    dist.broadcast(t.clone(), src=0)          # the call's first sighting (checked across ranks)
+    if rank == 2:
+        time.sleep(5)
+    t0 = time.monotonic()
+    dist.broadcast(t, src=0)
+    assert torch.equal(t, torch.zeros(1 << 20)), t
+    print(f"rank {rank}: RELAY OK after {time.monotonic() - t0:.1f} s", flush=True)
+    sys.exit(0)                               # no barrier: each rank leaves when it is done
 elif scenario == "reinit":
     dist.init_distributed(verbose=False)
     dist.init_distributed(verbose=False)     # the same again: fine
