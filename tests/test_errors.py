@@ -118,7 +118,7 @@ def test_an_uncaught_exception_under_mpirun_aborts_the_job(backend):
 
 @pytest.mark.parametrize("backend,blocking", [("mpi", "inf"), ("mpi", "0"), ("gloo", "8MiB")])
 def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, blocking):
-    """sys.exit on one rank: its peer's next all-reduce raises in seconds, naming the rank,
+    """sys.exit on one rank: its peer's next all-reduce raises within seconds, naming the rank,
     not after MCR_TIMEOUT_S (300 s here) while the leaver sits in MPI_Finalize. blocking "0":
     through the MPI worker's blocking collective."""
     t0 = time.monotonic()
@@ -128,7 +128,7 @@ def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, b
     took = time.monotonic() - t0
     raised = re.search(r"rank 0: RAISED after ([\d.]+) s: LibraryError: (.*)", out)
     assert raised, out[-3000:]
-    assert float(raised.group(1)) < 30 and took < 90, (took, raised.group(0))
+    assert float(raised.group(1)) < 10 and took < 90, (took, raised.group(0))
     if backend == "mpi":
         assert "rank 1 left the job" in raised.group(2), raised.group(0)
 
@@ -152,7 +152,8 @@ def test_ranks_that_end_at_different_times_are_not_errors():
                                   "MCR_NCCL_CE_MAX_BYTES"])
 @pytest.mark.parametrize("value", ["inf", "0"])
 def test_a_buffer_size_must_be_finite(monkeypatch, knob, value):
-    """inf is a threshold's 'never'; a buffer of inf bytes is refused where it is read."""
+    """inf is a threshold's 'never'; a buffer of inf (or 0) bytes is refused as the
+    environment is read, naming the knob."""
     from mcr.config import from_env
     monkeypatch.setenv(knob, value)
     with pytest.raises(ValueError, match=rf"{knob}='{value}': sizes a buffer"):
