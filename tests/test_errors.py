@@ -133,6 +133,15 @@ def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, b
         assert "rank 1 left the job" in raised.group(2), raised.group(0)
 
 
+def test_a_receive_from_a_rank_that_left_fails():
+    """Point-to-point: a receive from a rank that ended raises ~2 s after it left."""
+    out = run_mpi(2, "errors_worker.py", "exit_p2p", check=False, timeout=120,
+                  env={"MCR_BACKEND": "mpi", "MCR_TIMEOUT_S": "300"})
+    raised = re.search(r"rank 0: RAISED after ([\d.]+) s: LibraryError: (.*)", out)
+    assert raised and float(raised.group(1)) < 10, out[-3000:]
+    assert "rank 1 left the job" in raised.group(2), raised.group(0)
+
+
 @pytest.mark.parametrize("blocking", ["0", "8MiB"])
 def test_ranks_that_left_after_making_the_call_are_not_errors(blocking):
     """A broadcast relayed through a late rank: the ranks that got their part and left made
