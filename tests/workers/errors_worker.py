@@ -105,7 +105,8 @@ elif scenario == "uncaught":
     t0 = time.monotonic()
     dist.all_reduce(t)                       # waits for rank 1 until the job is aborted
     print(f"rank {rank}: NOT ABORTED: all_reduce returned after {time.monotonic() - t0:.0f} s")
-elif scenario == "exit":
+elif scenario in ("exit", "exit_p2p"):
+    # Rank 1 ends with sys.exit; rank 0 then waits for it in an all-reduce or a receive.
     dist.init_distributed(verbose=False)
     t = torch.ones(100)
     dist.all_reduce(t)
@@ -113,24 +114,11 @@ elif scenario == "exit":
         sys.exit(3)
     t0 = time.monotonic()
     try:
-        dist.all_reduce(t)                   # rank 1 has left
+        dist.all_reduce(t) if scenario == "exit" else dist.recv(t, src=1)
     except Exception as e:                   # noqa: BLE001
         print(f"rank {rank}: RAISED after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}")
         raise
-    print(f"rank {rank}: NOT ABORTED: all_reduce returned after {time.monotonic() - t0:.0f} s")
-elif scenario == "exit_p2p":
-    dist.init_distributed(verbose=False)
-    t = torch.ones(100)
-    dist.all_reduce(t)
-    if rank == 1:
-        sys.exit(3)
-    t0 = time.monotonic()
-    try:
-        dist.recv(t, src=1)                  # rank 1 has left without sending
-    except Exception as e:                   # noqa: BLE001
-        print(f"rank {rank}: RAISED after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}")
-        raise
-    print(f"rank {rank}: NOT ABORTED: recv returned after {time.monotonic() - t0:.0f} s")
+    print(f"rank {rank}: NOT ABORTED: returned after {time.monotonic() - t0:.0f} s")
 elif scenario == "stagger":
     # Rank 1 ends first; 0 and 2 then wait long for each other in a group without it: fine.
     dist.init_distributed(verbose=False)
