@@ -50,10 +50,25 @@ def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = N
     return _run(cmd, env, timeout)
 
 
+# Open MPI 5's launcher (prterun) now and then fails before it starts any process (2 launches
+# in some 1,500 on the CPU VM, 2026-11-24; other projects' CI sees it too): nothing ran.
+LAUNCHER_FLAKE = "PMIx server's listener thread failed to start"
+
+
+def launch(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run, once more if Open MPI's launcher failed to start (LAUNCHER_FLAKE)."""
+    for attempt in (1, 2):
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                           cwd=ROOT)
+        if p.returncode == 0 or LAUNCHER_FLAKE not in p.stdout + p.stderr or attempt == 2:
+            return p
+        print(f"launcher failed to start, once more: {' '.join(cmd)}", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool = True) -> str:
     try:
-        p = subprocess.run(cmd, env=_env(env), capture_output=True, text=True, timeout=timeout,
-                           cwd=ROOT)
+        p = launch(cmd, _env(env), timeout)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{' '.join(cmd)} hung past {timeout} s:\n{e.stdout}\n{e.stderr}")
     out = p.stdout + p.stderr

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, _env
+from conftest import ROOT, _env, launch
 
 from mcr.backends import KNOWN
 from mcr.ops import make_key
@@ -30,8 +30,7 @@ def _tune(*args: str, timeout: float = 300, check: bool = True, env: dict | None
     e = _env(env)
     for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
         e.pop(k, None)
-    p = subprocess.run([*TUNE, *args], env=e, capture_output=True, text=True, timeout=timeout,
-                       cwd=ROOT)
+    p = launch([*TUNE, *args], e, timeout)
     if check and p.returncode != 0:
         pytest.fail(f"mcr-tune {' '.join(args)} exited {p.returncode}:\n{p.stdout[-3000:]}"
                     f"\n{p.stderr[-3000:]}")
