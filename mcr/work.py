@@ -298,8 +298,10 @@ class Work(tdist.Work):
             # This host owes MPI progress to peers that may be waiting on it. Some torch host
             # works (Gloo's reduce-scatter) only complete inside wait(), so the wait runs on a
             # helper thread while this one keeps MPI moving.
+            # The torch work (mcr's Futures for MPI) runs any check in its own wait, here on
+            # the helper: checking here too would probe the same messages from two threads.
             fut = _helper().submit(self._torch.wait, timedelta(seconds=secs))
-            poll_until(fut.done, self.describe(), secs, check=self.check)
+            poll_until(fut.done, self.describe(), secs)
             wait = fut.result
         else:
             wait = functools.partial(self._torch.wait, timedelta(seconds=secs))

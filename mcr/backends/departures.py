@@ -90,10 +90,12 @@ class Departures:
 
     def _collect(self) -> None:
         MPI, status = self.MPI, self.MPI.Status()
-        while self.comm.Iprobe(MPI.ANY_SOURCE, TAG, status):
-            src, buf = status.Get_source(), bytearray(status.Get_count(MPI.BYTE))
-            self.comm.Recv([buf, MPI.BYTE], src, TAG)
-            self.left.setdefault(src, (time.monotonic(), pickle.loads(buf)))  # noqa: S301
+        # A matched probe: the message found is the one received, whichever thread waits.
+        while (msg := self.comm.Improbe(MPI.ANY_SOURCE, TAG, status)) is not None:
+            buf = bytearray(status.Get_count(MPI.BYTE))
+            msg.Recv([buf, MPI.BYTE])
+            self.left.setdefault(status.Get_source(),
+                                 (time.monotonic(), pickle.loads(buf)))  # noqa: S301
 
     def watch(self, ranks: list[int], what: Callable[[], str], call: tuple[Key, int] | None,
               any_of: bool = True) -> Callable[[], None] | None:
