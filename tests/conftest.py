@@ -57,13 +57,14 @@ LAUNCHER_FLAKE = "PMIx server's listener thread failed to start"
 
 def launch(cmd: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """subprocess.run, once more if Open MPI's launcher failed to start (LAUNCHER_FLAKE)."""
-    for attempt in (1, 2):
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                           cwd=ROOT)
-        if p.returncode == 0 or LAUNCHER_FLAKE not in p.stdout + p.stderr or attempt == 2:
-            return p
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT)
+    p = run()
+    if p.returncode != 0 and LAUNCHER_FLAKE in p.stdout + p.stderr:
         print(f"launcher failed to start, once more: {' '.join(cmd)}", file=sys.stderr)
-    raise AssertionError("unreachable")
+        p = run()
+    return p
 
 
 def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool = True) -> str:
