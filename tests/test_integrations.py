@@ -56,6 +56,28 @@ def test_deepspeed_zero3_mpi_forced():
     _ok(out, "DEEPSPEED OK 20")
 
 
+@pytest.mark.parametrize("zero", ["1", "2", "offload", "accum"])
+def test_deepspeed_other_zero_configs(zero):
+    """ZeRO-1, ZeRO-2, ZeRO-3 with CPU offload, ZeRO-3 with gradient accumulation."""
+    _ok(run_torchrun(2, "deepspeed_worker.py", "--zero", zero, "--steps", "6"), "DEEPSPEED OK 6")
+
+
+def test_deepspeed_zeropp_hpz_subgroups():
+    """ZeRO++'s secondary partition: all-gathers on the 2-rank groups DeepSpeed makes."""
+    _ok(run_torchrun(4, "deepspeed_worker.py", "--zero", "hpz", "--steps", "6"),
+        "DEEPSPEED OK 6", 4)
+
+
+def test_deepspeed_zeropp_hpz_subgroups_mpi():
+    """The same over MPI's communicators. MPI sums four ranks' gradients in another order than
+    gloo does, so losses agree to rounding, not bit for bit. DeepSpeed checks LOCAL_RANK against
+    Open MPI's local rank, which follows the mapping: map by slot keeps them in rank order."""
+    out = run_mpi(4, "deepspeed_worker.py", "--zero", "hpz", "--steps", "6", "--rtol", "1e-5",
+                  "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"},
+                  mpiexec_args=("--map-by", "slot"))
+    _ok(out, "DEEPSPEED OK 6", 4)
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     args = ["--expect", BOTH] + (["--overlap-comm"] if overlap else [])
