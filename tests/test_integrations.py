@@ -98,6 +98,28 @@ def test_fsdp2_torchrun_gloo(extra):
     _ok(run_torchrun(2, "fsdp_worker.py", *extra), "FSDP OK 20")
 
 
+@pytest.mark.parametrize("variant", ["mp", "keep", "accum"])
+def test_fsdp2_other_configs(variant):
+    """bf16 parameters with fp32 reduction; reshard_after_forward=False; gradient accumulation
+    with set_requires_gradient_sync."""
+    _ok(run_torchrun(2, "fsdp_worker.py", "--variant", variant, "--steps", "6"), "FSDP OK 6")
+
+
+def test_fsdp2_reshard_to_a_smaller_group_after_forward():
+    """reshard_after_forward=2 on 4 ranks: backward all-gathers run on 2-rank groups."""
+    _ok(run_torchrun(4, "fsdp_worker.py", "--variant", "reshard2", "--steps", "6"),
+        "FSDP OK 6", 4)
+
+
+@pytest.mark.parametrize("n, variant", [(2, "mp"), (4, "reshard2")])
+def test_fsdp2_other_configs_mpi(n, variant):
+    """bf16 all-gathers through MPI (which has no bf16 type); MPI communicators for the 2-rank
+    groups FSDP2 makes to reshard after forward."""
+    out = run_mpi(n, "fsdp_worker.py", "--variant", variant, "--steps", "6",
+                  "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"})
+    _ok(out, "FSDP OK 6", n)
+
+
 def test_fsdp2_mixed_gloo_mpi_table_async_premul():
     out = run_mpi(2, "fsdp_worker.py", "--async", "--divide", "4", "--expect", BOTH,
                   env={"MCR_TUNING_TABLE": MIXED})
