@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import time
 from typing import Any
 
 import torch
@@ -10,7 +10,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import ops as O
-from .errors import CallError, McrTimeoutError, MismatchError
+from .errors import CallError, LibraryError, McrTimeoutError, MismatchError
 from .groups import Group
 from .ops import CallKey
 
@@ -127,36 +127,71 @@ class SignatureCheck:
     new signatures come at the same point on every rank, so this costs one round trip through
     torch's store per distinct call, and never touches the data libraries: ranks that disagree
     get a MismatchError naming what each passed before any library can hang or mix their data.
-    A rank whose peers made a call they had made before waits `timeout` seconds and is told so.
+    A rank whose peers made a call they had made before waits `timeout` seconds and is told so;
+    one whose peer left mcr (destroy_process_group, the end of its program) before the call
+    is told at once.
     """
 
-    def __init__(self, store: Any, timeout: float) -> None:
+    # mcr sessions started in this process: a session's keys are its own, as a torch store
+    # that outlives mcr (DeepSpeed's, a user's) still holds the keys of the session before.
+    made = 0
+
+    def __init__(self, store: Any, timeout: float, poll_s: float = 0.5) -> None:
         self.store = store
-        self.timeout = timedelta(seconds=timeout)
+        self.timeout, self.poll = timeout, min(poll_s, timeout)
         self._seq: dict[tuple[str, tuple[int, ...]], int] = {}
+        SignatureCheck.made += 1
+        self.root = f"mcr/{SignatureCheck.made}/"
+
+    def leave(self, rank: int) -> None:
+        """Say in the store that this rank (world rank) makes no more calls in this session."""
+        self.store.set(f"{self.root}left/{rank}", "1")
 
     def __call__(self, key: CallKey, g: Group, root: int, backend: str) -> None:
         """Compare this call's signature with the group's (collective over the group)."""
         ranks = tuple(g.ranks)
         n = self._seq[(g.tag, ranks)] = self._seq.get((g.tag, ranks), 0) + 1
-        prefix = f"mcr/sig/{g.tag}{'.'.join(map(str, ranks))}/{n}/"
+        prefix = f"{self.root}sig/{g.tag}{'.'.join(map(str, ranks))}/{n}/"
         mine = _signature(key, root, backend)
         self.store.set(prefix + str(g.rank), mine)
         names = [prefix + str(r) for r in range(g.size)]
-        try:
-            self.store.wait(names, self.timeout)
-        except Exception as e:  # noqa: BLE001 - the store's timeout error type varies by torch
-            raise McrTimeoutError(
-                f"mcr: {key.op} on backend '{backend}' ({key.nbytes} bytes): the other ranks "
-                f"of group {list(ranks)} did not reach this call within "
-                f"{self.timeout.total_seconds():g} s (MCR_CHECK_TIMEOUT_S, default "
-                f"MCR_TIMEOUT_S): they are late or stuck, or made a call of a kind they had "
-                f"made before while rank {g.ranks[g.rank]} made a new one: {mine}") from e
+        self._wait(names, ranks, lambda: f"{key.op} on backend '{backend}' ({key.nbytes} "
+                   f"bytes)", f"rank {ranks[g.rank]} made a new one: {mine}")
         every = [self.store.get(k).decode() for k in names]
         if any(v != mine for v in every):
             rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
             raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
                                 f"{rows}")
+
+    def _wait(self, names: list[str], ranks: tuple[int, ...], what: Any, new: str) -> None:
+        """Poll for every rank's key; now and then ask who left without setting one.
+
+        store.check, not store.wait in slices: each timed-out slice of a wait logs a warning
+        from torch's C++ store (two lines per slice while a peer is late)."""
+        now = time.monotonic()
+        deadline, ask, nap = now + self.timeout, now + self.poll, 1e-4
+        while not self.store.check(names):
+            now = time.monotonic()
+            if now >= ask:
+                # A rank's leave() comes after every key it set: checked in this order, a
+                # rank that left with its key still missing never makes this call.
+                gone = [r for k, r in zip(names, ranks)
+                        if self.store.check([f"{self.root}left/{r}"]) and not self.store.check([k])]
+                if gone:
+                    raise LibraryError(
+                        f"mcr: {what()}: rank{'s' if len(gone) > 1 else ''} "
+                        f"{', '.join(map(str, gone))} of group {list(ranks)} left mcr "
+                        "(destroy_process_group, or its program ended) before making this "
+                        "call; a rank must not end before the calls its peers make with it")
+                if now >= deadline:
+                    raise McrTimeoutError(
+                        f"mcr: {what()}: the other ranks of group {list(ranks)} did not reach "
+                        f"this call within {self.timeout:g} s (MCR_CHECK_TIMEOUT_S, default "
+                        f"MCR_TIMEOUT_S): they are late or stuck, or made a call of a kind "
+                        f"they had made before while {new}")
+                ask = now + self.poll
+            time.sleep(nap)
+            nap = min(2 * nap, 0.01)   # a peer a moment behind is seen at once
 
 
 def _signature(key: CallKey, root: int, backend: str) -> str:

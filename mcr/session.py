@@ -175,6 +175,10 @@ def destroy_process_group(group: Any = None) -> None:
                             "destroy_process_group() (no argument)")
         backends_mod.release_group(rt.backends, g, world=False)
         return
+    try:
+        rt.signature_check.leave(rt.launch.rank)   # peers waiting in it for this rank: no more
+    except Exception:  # noqa: BLE001, S110 - the store's host is gone: nobody can wait in it
+        pass
     if rt.cfg.summary:
         # A script run with MCR_DEEPSPEED=1 or MCR_FSDP=1 has no line of mcr to call it from.
         report.show(rt)

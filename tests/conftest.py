@@ -42,12 +42,12 @@ def run_mpi(n: int, script: str, *args: str, env: dict[str, str] | None = None,
 
 
 def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = None,
-                 timeout: float = 600) -> str:
+                 timeout: float = 600, check: bool = True) -> str:
     """Run tests/workers/<script> (or a path from the repo root) on n ranks under torchrun."""
     path = WORKERS / script if "/" not in script else ROOT / script
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={n}", str(path), *args]
-    return _run(cmd, env, timeout)
+    return _run(cmd, env, timeout, check)
 
 
 # Open MPI 5's launcher (prterun) now and then fails before it starts any process (2 launches

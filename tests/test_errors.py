@@ -133,6 +133,27 @@ def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, b
         assert "rank 1 left the job" in raised.group(2), raised.group(0)
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi", "gloo_under_mpi"])
+def test_a_new_kind_of_call_with_a_rank_that_left_fails_at_once(launcher):
+    """The first call of its kind waits in the always-on check (torch's store) before any
+    library: a peer that left mcr without making it is named there within a second, not after
+    MCR_CHECK_TIMEOUT_S (300 s here)."""
+    env = {"MCR_TIMEOUT_S": "300", "MCR_BACKEND": "gloo" if launcher != "mpi" else "mpi"}
+    out = (run_torchrun(2, "errors_worker.py", "exit_new", env=env, timeout=120, check=False)
+           if launcher == "torchrun" else
+           run_mpi(2, "errors_worker.py", "exit_new", check=False, timeout=120, env=env))
+    raised = re.search(r"rank 0: RAISED after ([\d.]+) s: LibraryError: (.*)", out)
+    assert raised and float(raised.group(1)) < 5, out[-3000:]
+    assert "rank 1 of group [0, 1] left mcr" in raised.group(2), raised.group(0)
+
+
+def test_a_restarted_session_does_not_read_the_last_ones_checks():
+    """mcr stopped and started again on a torch.distributed it does not own: a false
+    MismatchError before (the first session's keys answered the second's first call)."""
+    out = run_torchrun(2, "errors_worker.py", "reinit_owned", timeout=120)
+    assert sorted(re.findall(r"rank (\d+): ERRORS OK", out)) == ["0", "1"], out[-4000:]
+
+
 def test_a_receive_from_a_rank_that_left_fails():
     """Point-to-point: a receive from a rank that ended raises ~2 s after it left."""
     out = run_mpi(2, "errors_worker.py", "exit_p2p", check=False, timeout=120,

@@ -119,6 +119,37 @@ elif scenario in ("exit", "exit_p2p"):
         print(f"rank {rank}: RAISED after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}")
         raise
     print(f"rank {rank}: NOT ABORTED: returned after {time.monotonic() - t0:.0f} s")
+elif scenario == "exit_new":
+    # Rank 1 ends; rank 0's next call is of a kind not seen before, so it waits first in the
+    # always-on signature check (torch's store), where no library can tell that rank 1 left.
+    dist.init_distributed(verbose=False)
+    dist.all_reduce(torch.ones(100))
+    if rank == 1:
+        sys.exit(0)
+    t0 = time.monotonic()
+    try:
+        dist.all_gather_into_tensor(torch.empty(2 * 7), torch.ones(7))
+    except Exception as e:                   # noqa: BLE001
+        print(f"rank {rank}: RAISED after {time.monotonic() - t0:.1f} s: {type(e).__name__}: {e}")
+        raise
+    print(f"rank {rank}: NOT ABORTED: returned after {time.monotonic() - t0:.0f} s")
+elif scenario == "reinit_owned":
+    # torch.distributed is the script's (as DeepSpeed's is); mcr is started, stopped and
+    # started again on its store. The second session's first call is the first session's
+    # second kind, and rank 1 comes late: the old session's keys must not answer for it.
+    import torch.distributed as tdist
+    tdist.init_process_group("gloo")
+    for n in range(2):
+        dist.init_distributed(verbose=False)
+        if n == 1 and rank == 1:
+            time.sleep(2)
+        for size in (20,) if n else (10, 20):
+            t = torch.full((size,), float(rank + 1))
+            dist.all_reduce(t)
+            assert torch.equal(t, torch.full((size,), 3.0)), t
+        dist.destroy_process_group()
+    assert tdist.is_initialized()
+    tdist.destroy_process_group()
 elif scenario == "stagger":
     # Rank 1 ends first; 0 and 2 then wait long for each other in a group without it: fine.
     dist.init_distributed(verbose=False)
