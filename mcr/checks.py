@@ -153,11 +153,19 @@ class SignatureCheck:
         n = self._seq[(g.tag, ranks)] = self._seq.get((g.tag, ranks), 0) + 1
         prefix = f"{self.root}sig/{g.tag}{'.'.join(map(str, ranks))}/{n}/"
         mine = _signature(key, root, backend)
-        self.store.set(prefix + str(g.rank), mine)
         names = [prefix + str(r) for r in range(g.size)]
-        self._wait(names, ranks, lambda: f"{key.op} on backend '{backend}' ({key.nbytes} "
-                   f"bytes)", f"rank {ranks[g.rank]} made a new one: {mine}")
-        every = [self.store.get(k).decode() for k in names]
+
+        def what() -> str:
+            return f"{key.op} on backend '{backend}' ({key.nbytes} bytes)"
+        try:
+            self.store.set(names[g.rank], mine)
+            self._wait(names, ranks, what, f"rank {ranks[g.rank]} made a new one: {mine}")
+            every = [self.store.get(k).decode() for k in names]
+        except tdist.DistError as e:
+            raise LibraryError(
+                f"mcr: {what()}: torch's store failed ({type(e).__name__}: {e}); the process "
+                "that hosts it (rank 0 under mpirun, torchrun's agent) has left or crashed"
+            ) from e
         if any(v != mine for v in every):
             rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
             raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
