@@ -12,9 +12,11 @@ import torch.distributed as tdist
 
 from .errors import MismatchError
 
-# Ranks per node as the launchers state it (torchrun; Open MPI, MPICH/Intel, MVAPICH2).
-_LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                    "MV2_COMM_WORLD_LOCAL_SIZE")
+# Ranks per node as the launchers state it: Open MPI, MPICH/Intel, MVAPICH2, DeepSpeed's
+# launcher, torchrun. LOCAL_WORLD_SIZE comes last: Accelerate on CPU writes it (from these, or
+# 1 where none is set, as under DeepSpeed's launcher, which states LOCAL_SIZE).
+_LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                    "LOCAL_SIZE", "LOCAL_WORLD_SIZE")
 
 
 @dataclass(frozen=True)

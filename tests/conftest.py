@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,17 @@ def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = N
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc_per_node={n}", str(path), *args]
     return _run(cmd, env, timeout, check)
+
+
+def run_deepspeed(n: int, script: str, *args: str, env: dict[str, str] | None = None,
+                  timeout: float = 600) -> str:
+    """Run tests/workers/<script> on n ranks under DeepSpeed's own launcher (`deepspeed`)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(n),
+           "--master_port", str(port), str(WORKERS / script), *args]
+    return _run(cmd, env, timeout)
 
 
 # Open MPI 5's launcher (prterun) now and then fails before it starts any process (2 launches

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT, run_mpi, run_torchrun
+from conftest import ROOT, run_deepspeed, run_mpi, run_torchrun
 
 MIXED = str(ROOT / "tests" / "data" / "mixed_cpu_np2.yaml")
 BOTH = "all_gather:mpi,all_gather:gloo,reduce_scatter:mpi,reduce_scatter:gloo"
@@ -48,6 +48,21 @@ def test_deepspeed_env_var_routes_without_code_change():
                        env={"MCR_DEEPSPEED": "1", "MCR_SUMMARY": "1"})
     _ok(out, "DEEPSPEED OK 5")
     _summary_at_exit(out, "DEEPSPEED OK 5")
+
+
+def test_hf_trainer_deepspeed_under_deepspeeds_launcher():
+    """A Hugging Face Trainer with ZeRO-3, started by DeepSpeed's own launcher, with no line
+    of mcr: MCR_DEEPSPEED=1 routes it, losses equal to the plain run's."""
+    pytest.importorskip("accelerate", reason="pip install accelerate (Trainer with DeepSpeed)")
+    outs = {v: run_deepspeed(2, "hf_deepspeed_worker.py",
+                             env={"MCR_DEEPSPEED": v, "DS_ACCELERATOR": "cpu"})
+            for v in ("0", "1")}
+    for out in outs.values():
+        _ok(out, "HF OK")
+    losses = [m.group(1) if (m := re.search(r"LOSSES (\[.*\])", o)) else o[-3000:]
+              for o in outs.values()]
+    assert losses[0] == losses[1], losses
+    assert len(re.findall(r"rank \d: SERVED", outs["1"])) == 2, outs["1"][-4000:]
 
 
 def test_deepspeed_zero3_mpi_forced():
