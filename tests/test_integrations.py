@@ -65,6 +65,16 @@ def test_hf_trainer_deepspeed_under_deepspeeds_launcher():
     assert len(re.findall(r"rank \d: SERVED", outs["1"])) == 2, outs["1"][-4000:]
 
 
+def test_deepspeed_pipeline_parallel():
+    """Two pipeline stages: activations and gradients by send/recv, through mcr (gloo)."""
+    _ok(run_torchrun(2, "pipeline_worker.py"), "PIPELINE OK 4")
+
+
+def test_deepspeed_pipeline_parallel_mpi():
+    _ok(run_mpi(2, "pipeline_worker.py", "--expect", "mpi", env={"MCR_BACKEND": "mpi"}),
+        "PIPELINE OK 4")
+
+
 def test_deepspeed_zero3_mpi_forced():
     out = run_mpi(2, "deepspeed_worker.py", "--expect", "all_gather:mpi,reduce_scatter:mpi",
                   env={"MCR_BACKEND": "mpi"})
