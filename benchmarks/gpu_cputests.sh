@@ -15,5 +15,5 @@ export PYTHONPATH=$PWD:/tmp/site OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT
 echo "# $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 -c 'import sys, torch, deepspeed, transformers, accelerate; print("python", sys.version.split()[0], "torch", torch.__version__, "deepspeed", deepspeed.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__)'
 mpirun --version | head -1
-python3 -m pytest -v -p no:cacheprovider -rs --durations=15 --timeout=240 ${TESTS:-tests/test_errors.py tests/test_integrations.py}
+python3 -m pytest -v -p no:cacheprovider -rs --durations=15 $(python3 -c 'import pytest_timeout' 2>/dev/null && echo --timeout=240) ${TESTS:-tests/test_errors.py tests/test_integrations.py}
 } 2>&1 | tee "$OUT/cputests.log" | grep -av "Warning\|warn" | grep -aE "PASS|FAIL|ERROR|SKIP|^[0-9.]+s |passed|failed|^#|^python|Open MPI" | tail -80
