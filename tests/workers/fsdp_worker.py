@@ -75,8 +75,10 @@ def build(shard: Any) -> torch.nn.Module:
     kw: dict[str, Any] = {}
     if args.variant == "mp":
         from torch.distributed.fsdp import MixedPrecisionPolicy
+        # fp32 out, as the loss wants it (torch 2.11's CPU backward of a bf16-fp32 mse fails)
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                               reduce_dtype=torch.float32)
+                                               reduce_dtype=torch.float32,
+                                               output_dtype=torch.float32)
     elif args.variant in ("keep", "reshard2"):
         kw["reshard_after_forward"] = False if args.variant == "keep" else 2
     for layer in model:
