@@ -87,6 +87,15 @@ def test_deepspeed_other_zero_configs(zero):
     _ok(run_torchrun(2, "deepspeed_worker.py", "--zero", zero, "--steps", "6"), "DEEPSPEED OK 6")
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_deepspeed_zero3_checkpoint_save_and_load(launcher, tmp_path):
+    """engine.save_checkpoint / load_checkpoint through mcr: training resumes where it was."""
+    args = ("deepspeed_worker.py", "--steps", "3", "--checkpoint", str(tmp_path / "ckpt"))
+    out = run_torchrun(2, *args) if launcher == "torchrun" else \
+        run_mpi(2, *args, "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"})
+    _ok(out, "CHECKPOINT OK")
+
+
 def test_deepspeed_zeropp_hpz_subgroups():
     """ZeRO++'s secondary partition: all-gathers on the 2-rank groups DeepSpeed makes."""
     _ok(run_torchrun(4, "deepspeed_worker.py", "--zero", "hpz", "--steps", "6"),

@@ -5,7 +5,8 @@ mcr.integrations.deepspeed.install() and train the same model from the same seed
 data again. Every rank asserts identical losses step by step, that mcr served at least 90% of
 the calls (the rest were counted and are in the summary) and, with --expect, that the named
 libraries served all-gathers and reduce-scatters; --compile runs both under DeepSpeed's
-torch.compile. Prints `rank R: DEEPSPEED OK <steps>`.
+torch.compile; --zero picks another ZeRO configuration; --checkpoint saves and reloads through
+mcr. Prints `rank R: DEEPSPEED OK <steps>`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import importlib.util
 import os
 import sys
+from typing import Any
 
 import torch
 
@@ -37,6 +39,9 @@ ap.add_argument("--compile", default="", metavar="BACKEND",
 ap.add_argument("--zero", default="3",
                 help="3, 1, 2, hpz (ZeRO++ hierarchical partitioning), offload (3, parameters and "
                 "optimizer on the CPU) or accum (3, gradient accumulation)")
+ap.add_argument("--checkpoint", default="", metavar="DIR",
+                help="through mcr: save a checkpoint, train on, load it into a new engine and "
+                     "train the same steps again: the losses must repeat")
 ap.add_argument("--rtol", type=float, default=0.0,
                 help="losses equal within this relative difference (0: bit for bit)")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
@@ -94,23 +99,47 @@ elif args.zero != "3":
     ap.error(f"--zero {args.zero}: not one of 3, 1, 2, hpz, offload, accum")
 
 
-def train(rank: int) -> list[float]:
+def engine_for_run() -> Any:
     torch.manual_seed(1234)
     model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
     if args.compile:
         engine.compile(backend=args.compile)
+    return engine
+
+
+def steps(engine: Any, rank: int, first: int, n: int) -> list[float]:
     losses = []
-    for step in range(args.steps):
+    for step in range(first, first + n):
         g = torch.Generator().manual_seed(step * 100 + rank)
         x, y = torch.randn(8, 32, generator=g), torch.randn(8, 16, generator=g)
         loss = engine(x, y)
         engine.backward(loss)
         engine.step()
         losses.append(loss.item())
+    return losses
+
+
+def train(rank: int) -> list[float]:
+    engine = engine_for_run()
+    losses = steps(engine, rank, 0, args.steps)
     engine.destroy()
     return losses
+
+
+def resume(rank: int) -> None:
+    """Save, train 3 steps, load the save into a new engine, train the same 3: equal losses."""
+    engine = engine_for_run()
+    steps(engine, rank, 0, args.steps)
+    engine.save_checkpoint(args.checkpoint, tag="t")
+    on = steps(engine, rank, args.steps, 3)
+    engine.destroy()
+    again = engine_for_run()
+    again.load_checkpoint(args.checkpoint, tag="t")
+    assert steps(again, rank, args.steps, 3) == on, "losses after loading the checkpoint differ"
+    again.destroy()
+    print(f"rank {rank}: CHECKPOINT OK", flush=True)
 
 
 if args.install_first:
@@ -124,6 +153,8 @@ if not args.install_first:
 assert dist.is_initialized()
 bypass.COUNTS.clear()    # count only the run through mcr (autoload counted the plain one too)
 through_mcr = train(rank)
+if args.checkpoint:
+    resume(rank)
 rows = dist.log_summary(return_dict=True)
 served = sum(r["count"] for r in rows if r["kind"] == "served")
 missed = sum(r["count"] for r in rows if r["kind"] == "bypass")
