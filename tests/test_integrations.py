@@ -139,6 +139,11 @@ def test_fsdp2_other_configs(variant):
     _ok(run_torchrun(2, "fsdp_worker.py", "--variant", variant, "--steps", "6"), "FSDP OK 6")
 
 
+def test_fsdp2_compiled_layers():
+    """Each sharded layer under torch.compile (inductor), as torchtitan compiles blocks."""
+    _ok(run_torchrun(2, "fsdp_worker.py", "--compile", "--steps", "4"), "FSDP OK 4")
+
+
 def test_fsdp2_reshard_to_a_smaller_group_after_forward():
     """reshard_after_forward=2 on 4 ranks: backward all-gathers run on 2-rank groups."""
     _ok(run_torchrun(4, "fsdp_worker.py", "--variant", "reshard2", "--steps", "6"),

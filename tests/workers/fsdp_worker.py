@@ -13,7 +13,8 @@ Linear pairs are column- then row-parallel over "tp" and FSDP2 shards over "shar
 all-reduces are DTensor's and bypass mcr (listed in the summary). --autoload runs under
 MCR_FSDP=1: fully_shard itself installs mcr (the plain copy is sharded by torch's own
 fully_shard, which the hook keeps as __mcr_wrapped__). --variant: other fully_shard settings
-users pick (mixed precision, no resharding, resharding to a smaller group, accumulation).
+users pick (mixed precision, no resharding, resharding to a smaller group, accumulation);
+--compile compiles each sharded layer.
 Prints `rank R: FSDP OK <steps>`.
 """
 
@@ -43,6 +44,7 @@ ap.add_argument("--variant", default="", choices=["", "mp", "keep", "reshard2", 
                 help="mp: bf16 parameters, fp32 reduction; keep: reshard_after_forward=False; "
                      "reshard2: reshard to 2 ranks after forward; accum: 3 micro-batches a step, "
                      "gradient sync only on the last")
+ap.add_argument("--compile", action="store_true", help="torch.compile each layer after sharding")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
 ap.add_argument("--autoload", action="store_true",
                 help="MCR_FSDP=1 is set: fully_shard must install mcr by itself")
@@ -84,6 +86,8 @@ def build(shard: Any) -> torch.nn.Module:
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             shard(layer, mesh=mesh, **kw)
+            if args.compile:
+                layer.compile()
     shard(model, mesh=mesh, **kw)
     for m in model.modules():
         if isinstance(m, FSDPModule):
