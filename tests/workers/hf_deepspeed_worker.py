@@ -12,20 +12,7 @@ import sys
 import tempfile
 
 import torch
-from torch.utils.data import Dataset
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
-
-
-class Tokens(Dataset):
-    """64 samples of 32 random tokens, the same on every run."""
-
-    def __len__(self) -> int:
-        return 64
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        x = torch.randint(0, 128, (32,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": x, "labels": x}
-
 
 DS = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
       "gradient_clipping": "auto",
@@ -36,7 +23,11 @@ cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hid
 args = TrainingArguments(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=4,
                          max_steps=4, logging_steps=1, report_to=[], save_strategy="no",
                          dataloader_num_workers=0, seed=0, deepspeed=DS, use_cpu=True)
-trainer = Trainer(model=LlamaForCausalLM(cfg), args=args, train_dataset=Tokens())
+# 64 samples of 32 random tokens, the same on every run
+tokens = [torch.randint(0, 128, (32,), generator=torch.Generator().manual_seed(i))
+          for i in range(64)]
+trainer = Trainer(model=LlamaForCausalLM(cfg), args=args,
+                  train_dataset=[{"input_ids": x, "labels": x} for x in tokens])
 trainer.train()
 rank = int(os.environ["RANK"])
 if rank == 0:
