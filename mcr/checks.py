@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -171,7 +172,8 @@ class SignatureCheck:
             raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
                                 f"{rows}")
 
-    def _wait(self, names: list[str], ranks: tuple[int, ...], what: Any, new: str) -> None:
+    def _wait(self, names: list[str], ranks: tuple[int, ...], what: Callable[[], str],
+              new: str) -> None:
         """Poll for every rank's key; now and then ask who left without setting one.
 
         store.check, not store.wait in slices: each timed-out slice of a wait logs a warning
