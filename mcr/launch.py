@@ -18,7 +18,7 @@ _MPI_VARS = (
 class Launch:
     """How this process was started."""
 
-    launcher: str       # torchrun | mpi | single
+    launcher: str       # env (RANK/WORLD_SIZE: torchrun, DeepSpeed's launcher) | mpi | single
     rank: int
     world_size: int
     local_rank: int
@@ -33,7 +33,7 @@ def discover() -> Launch:
     """Read the launcher's environment (torchrun's RANK wins if both are present)."""
     env = os.environ
     if "RANK" in env and "WORLD_SIZE" in env:
-        return Launch("torchrun", int(env["RANK"]), int(env["WORLD_SIZE"]),
+        return Launch("env", int(env["RANK"]), int(env["WORLD_SIZE"]),
                       int(env.get("LOCAL_RANK", 0)))
     for r, s, lr in _MPI_VARS:
         if r in env and s in env:
