@@ -144,6 +144,15 @@ def test_fsdp2_compiled_layers():
     _ok(run_torchrun(2, "fsdp_worker.py", "--compile", "--steps", "4"), "FSDP OK 4")
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_fsdp2_checkpoint_save_and_load_with_dcp(launcher, tmp_path):
+    """torch.distributed.checkpoint around FSDP2 through mcr: training resumes where it was."""
+    args = ("fsdp_checkpoint_worker.py", str(tmp_path / "dcp"))
+    out = run_torchrun(2, *args) if launcher == "torchrun" else \
+        run_mpi(2, *args, env={"MCR_BACKEND": "mpi"})
+    _ok(out, "CHECKPOINT OK")
+
+
 def test_fsdp2_reshard_to_a_smaller_group_after_forward():
     """reshard_after_forward=2 on 4 ranks: backward all-gathers run on 2-rank groups."""
     _ok(run_torchrun(4, "fsdp_worker.py", "--variant", "reshard2", "--steps", "6"),
