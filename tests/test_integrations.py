@@ -81,9 +81,10 @@ def test_deepspeed_zero3_mpi_forced():
     _ok(out, "DEEPSPEED OK 20")
 
 
-@pytest.mark.parametrize("zero", ["1", "2", "offload", "accum"])
+@pytest.mark.parametrize("zero", ["1", "2", "offload", "accum", "init"])
 def test_deepspeed_other_zero_configs(zero):
-    """ZeRO-1, ZeRO-2, ZeRO-3 with CPU offload, ZeRO-3 with gradient accumulation."""
+    """ZeRO-1, ZeRO-2, ZeRO-3 with CPU offload, with gradient accumulation, with the model
+    made under deepspeed.zero.Init (parameters partitioned as they are made)."""
     _ok(run_torchrun(2, "deepspeed_worker.py", "--zero", zero, "--steps", "6"), "DEEPSPEED OK 6")
 
 

@@ -38,7 +38,8 @@ ap.add_argument("--compile", default="", metavar="BACKEND",
                 help="engine.compile(backend=BACKEND) after initialize (DeepSpeed's torch.compile)")
 ap.add_argument("--zero", default="3",
                 help="3, 1, 2, hpz (ZeRO++ hierarchical partitioning), offload (3, parameters and "
-                "optimizer on the CPU) or accum (3, gradient accumulation)")
+                "optimizer on the CPU), accum (3, gradient accumulation) or init (3, the model "
+                "made under deepspeed.zero.Init)")
 ap.add_argument("--checkpoint", default="", metavar="DIR",
                 help="through mcr: save a checkpoint, train on, load it into a new engine and "
                      "train the same steps again: the losses must repeat")
@@ -95,13 +96,17 @@ elif args.zero == "offload":   # ZeRO-Infinity's CPU offload of parameters and o
 elif args.zero == "accum":
     CONFIG["gradient_accumulation_steps"] = 3
     CONFIG["train_batch_size"] = 8 * 3 * WORLD
-elif args.zero != "3":
-    ap.error(f"--zero {args.zero}: not one of 3, 1, 2, hpz, offload, accum")
+elif args.zero not in ("3", "init"):
+    ap.error(f"--zero {args.zero}: not one of 3, 1, 2, hpz, offload, accum, init")
 
 
 def engine_for_run() -> Any:
     torch.manual_seed(1234)
-    model = Net()
+    if args.zero == "init":   # parameters partitioned as they are made, as for large models
+        with deepspeed.zero.Init(config_dict_or_path=CONFIG):
+            model = Net()
+    else:
+        model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
     if args.compile:
