@@ -1,8 +1,9 @@
 """A Hugging Face Trainer with DeepSpeed ZeRO-3 on CPU, as a user writes it, with no line of mcr.
 
-A 2-layer Llama from random init, 4 steps. Run once plain and once with MCR_DEEPSPEED=1 (the
-test compares the two runs' losses); rank 0 prints them at full precision and, with mcr, how
-many calls mcr served. Prints `rank R: HF OK`.
+A 2-layer Llama from random init, saved and loaded back with `from_pretrained` under the
+ZeRO-3 config (deepspeed.zero.Init, as for a large model), 4 steps. Run once plain and once
+with MCR_DEEPSPEED=1 (the test compares the two runs' losses); rank 0 prints them at full
+precision and, with mcr, how many calls mcr served. Prints `rank R: HF OK`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ DS = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "
 torch.manual_seed(0)
 cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+saved = tempfile.mkdtemp()
+LlamaForCausalLM(cfg).save_pretrained(saved)   # before the DeepSpeed config is in force
 args = TrainingArguments(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=4,
                          max_steps=4, logging_steps=1, report_to=[], save_strategy="no",
                          dataloader_num_workers=0, seed=0, deepspeed=DS, use_cpu=True)
 # 64 samples of 32 random tokens, the same on every run
 tokens = [torch.randint(0, 128, (32,), generator=torch.Generator().manual_seed(i))
           for i in range(64)]
-trainer = Trainer(model=LlamaForCausalLM(cfg), args=args,
+# With a ZeRO-3 config in force, from_pretrained makes the model under deepspeed.zero.Init
+# (its parameters partitioned as they load), as for a model too large for one device.
+model = LlamaForCausalLM.from_pretrained(saved)
+assert hasattr(next(model.parameters()), "ds_id"), "from_pretrained did not partition"
+trainer = Trainer(model=model, args=args,
                   train_dataset=[{"input_ids": x, "labels": x} for x in tokens])
 trainer.train()
 rank = int(os.environ["RANK"])
