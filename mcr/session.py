@@ -87,8 +87,9 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
     if verbose and launch.rank == 0:
         avail = [n for n, b in rt.backends.items()
                  if not isinstance(b, backends_mod.Unavailable)]
-        how = {"env": "RANK/WORLD_SIZE (torchrun or the like)", "mpi": "an MPI launcher"}
-        print(f"mcr: {launch.world_size} ranks via {how.get(launch.launcher, launch.launcher)}; "
+        how = "an MPI launcher" if launched_by_mpi() else \
+            {"env": "RANK/WORLD_SIZE (torchrun or the like)"}.get(launch.launcher, launch.launcher)
+        print(f"mcr: {launch.world_size} ranks via {how}; "
               f"backends {avail}; "
               f"tables: {rt.tables.describe(cls)}"
               + ("" if cfg.summary else "; MCR_SUMMARY=1 prints what it did at exit"), flush=True)
