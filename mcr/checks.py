@@ -14,6 +14,7 @@ from . import ops as O
 from .errors import CallError, LibraryError, McrTimeoutError, MismatchError
 from .groups import Group
 from .ops import CallKey
+from .work import CHECK_EVERY_S
 
 
 def tensor(t: Any, what: str, name: str = "tensor") -> torch.Tensor:
@@ -137,9 +138,9 @@ class SignatureCheck:
     # that outlives mcr (DeepSpeed's, a user's) still holds the keys of the session before.
     made = 0
 
-    def __init__(self, store: Any, timeout: float, poll_s: float = 0.5) -> None:
+    def __init__(self, store: Any, timeout: float) -> None:
         self.store = store
-        self.timeout, self.poll = timeout, min(poll_s, timeout)
+        self.timeout, self.poll = timeout, min(CHECK_EVERY_S, timeout)
         self._seq: dict[tuple[str, tuple[int, ...]], int] = {}
         SignatureCheck.made += 1
         self.root = f"mcr/{SignatureCheck.made}/"
