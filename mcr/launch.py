@@ -41,7 +41,8 @@ def discover() -> Launch:
     return Launch("single", 0, 1, 0)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this host now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))
         return s.getsockname()[1]
@@ -62,13 +63,13 @@ def rendezvous_env(launch: Launch, port: int | None) -> None:
         if comm.rank == 0:
             addr = env.get("MASTER_ADDR") or (
                 "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0]))
-            chosen = int(env.get("MASTER_PORT") or port or _free_port())
+            chosen = int(env.get("MASTER_PORT") or port or free_port())
         else:
             addr, chosen = None, None
         addr, chosen = comm.bcast((addr, chosen), root=0)
         env["MASTER_ADDR"], env["MASTER_PORT"] = addr, str(chosen)
     elif launch.launcher == "single":
         env.setdefault("MASTER_ADDR", "127.0.0.1")
-        env.setdefault("MASTER_PORT", str(port or _free_port()))
+        env.setdefault("MASTER_PORT", str(port or free_port()))
     env["RANK"], env["WORLD_SIZE"] = str(launch.rank), str(launch.world_size)
     env["LOCAL_RANK"] = str(launch.local_rank)

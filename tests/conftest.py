@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+from mcr.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = ROOT / "tests" / "workers"
@@ -54,11 +55,8 @@ def run_torchrun(n: int, script: str, *args: str, env: dict[str, str] | None = N
 def run_deepspeed(n: int, script: str, *args: str, env: dict[str, str] | None = None,
                   timeout: float = 600) -> str:
     """Run tests/workers/<script> on n ranks under DeepSpeed's own launcher (`deepspeed`)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(n),
-           "--master_port", str(port), str(WORKERS / script), *args]
+           "--master_port", str(free_port()), str(WORKERS / script), *args]
     return _run(cmd, env, timeout)
 
 
