@@ -3,7 +3,8 @@
 In one process: train a 2-stage PipelineModule for --steps batches of 4 micro-batches with
 plain DeepSpeed, then install mcr and train the same model on the same data again. The stages
 pass activations and gradients with deepspeed.comm's send/recv and broadcast, which mcr must
-serve (every call, with --backend's library). Prints `rank R: PIPELINE OK <steps>`.
+serve (every call; --expect names the library that must serve them all). Prints
+`rank R: PIPELINE OK <steps>`.
 """
 
 from __future__ import annotations
