@@ -132,8 +132,9 @@ class Dispatcher:
             candidates.append((canonical(hit[0]), f"table {hit[1]}"))
         default = default_backend(key.device, group.default_gpu)
         shape = label(key.group_size, key.nodes)
+        # A group of one has no peers, so nothing to tune: every library only copies.
         if hit is None and self._uncovered and key.nbytes >= 0 and shape is not None \
-                and (key.device, shape) not in self._told \
+                and key.group_size > 1 and (key.device, shape) not in self._told \
                 and not self.tables.covers(key.device, shape):
             self._told.add((key.device, shape))
             self._uncovered(key, default)

@@ -251,6 +251,27 @@ def test_dispatcher_order_and_fallback(tmp_path):
     assert d.choose(key, g) is d.choose(key, g)                  # cached
 
 
+def test_dispatcher_tells_once_per_uncovered_group_size_of_two_or_more(tmp_path):
+    """No rule for a group size: said once per (device, size); a group of one is never said."""
+    from mcr.backends.gloo import GlooBackend
+    from mcr.dispatcher import Dispatcher
+    from mcr.groups import Group
+    from mcr.ops import CallKey
+
+    ts = TableSet([load_table(write(tmp_path, "  2:\n    all_reduce:\n      - {max: inf, "
+                                              "backend: gloo}\n"), KNOWN)])
+    told: list[tuple[int, str]] = []
+    d = Dispatcher({"gloo": GlooBackend()}, ts, None,
+                   lambda key, default: told.append((key.group_size, default)))
+    for n in (1, 2, 3, 3, 1):
+        g = Group(ranks=list(range(n)), rank=0, handles={"gloo": object()})
+        for nbytes in (4, 4096):
+            key = CallKey("all_reduce", n, nbytes, torch.float32, "cpu",
+                          torch.distributed.ReduceOp.SUM, "standalone")
+            assert d.choose(key, g).name == "gloo"
+    assert told == [(3, "gloo")]
+
+
 def test_dispatcher_picks_symmetric_rules_by_key(tmp_path):
     """A key whose output is symmetric memory gets the buffer: symmetric rule; others not."""
     from mcr.backends.gloo import GlooBackend
