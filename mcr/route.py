@@ -80,8 +80,9 @@ def device_of(t: torch.Tensor | None) -> str:
 
 def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
            forced: str | None, buffer: str = "plain", root: int = -1,
-           offset: int = -1) -> Backend:
-    """The backend for this call (counted: calls and bytes per op and library)."""
+           offset: int = -1, moved: int = -1) -> Backend:
+    """The backend for this call (counted: calls and bytes per op and library; `moved`: the
+    bytes to count where nbytes is UNKNOWN, e.g. this rank's input of an uneven all-to-all)."""
     rt = runtime._RT[0]
     prof = PROFILE[-1] if PROFILE else rt.cfg.profile
     # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
@@ -108,6 +109,8 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     n[0] += 1
     if nbytes > 0:
         n[1] += nbytes
+    elif moved > 0:
+        n[1] += moved
     return hit[0]
 
 
