@@ -113,6 +113,33 @@ def test_deepspeed_zeropp_hpz_subgroups_mpi():
     _ok(out, "DEEPSPEED OK 6", 4)
 
 
+def test_deepspeed_moe_expert_parallel():
+    """DeepSpeed MoE, 4 experts over expert-parallel groups of 2, top-2 gating without dropped
+    tokens: the routed tokens' all-to-alls and the capacity's all-reduce MAX through mcr."""
+    _ok(run_torchrun(2, "ds_parallel_worker.py", "--model", "moe", "--k", "2", "--no-drop",
+                     "--expect", "all_to_all:gloo"), "PARALLEL OK 6")
+
+
+def test_deepspeed_moe_expert_parallel_mpi_4_ranks():
+    """On 4 ranks DeepSpeed also makes expert-data-parallel groups: MPI communicators for them."""
+    out = run_mpi(4, "ds_parallel_worker.py", "--model", "moe", "--k", "2", "--no-drop",
+                  "--rtol", "1e-5", "--expect", "all_to_all:mpi", env={"MCR_BACKEND": "mpi"},
+                  mpiexec_args=("--map-by", "slot"))
+    _ok(out, "PARALLEL OK 6", 4)
+
+
+@pytest.mark.parametrize("launcher, n, extra", [
+    ("torchrun", 4, ("--sp", "2")),      # two sequence-parallel groups from DeepSpeed's mesh
+    ("mpi", 2, ("--heads", "3")),        # heads split 2 + 1: all-to-alls with split sizes
+])
+def test_deepspeed_ulysses_sequence_parallel(launcher, n, extra):
+    """DeepSpeed-Ulysses' DistributedAttention: q, k, v and the context by all-to-all."""
+    args = ("ds_parallel_worker.py", "--model", "ulysses", *extra)
+    out = run_torchrun(n, *args, "--expect", "all_to_all:gloo") if launcher == "torchrun" \
+        else run_mpi(n, *args, "--expect", "all_to_all:mpi", env={"MCR_BACKEND": "mpi"})
+    _ok(out, "PARALLEL OK 6", n)
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     args = ["--expect", BOTH] + (["--overlap-comm"] if overlap else [])

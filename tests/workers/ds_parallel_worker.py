@@ -1,0 +1,155 @@
+"""DeepSpeed's expert parallelism (MoE) and sequence parallelism (Ulysses) on CPU, plain and
+through mcr, losses compared bit for bit.
+
+--model moe: a deepspeed.moe.layer.MoE of 4 experts split over expert-parallel groups of 2
+(all_to_all_single of the routed tokens, and with --no-drop an all-reduce MAX of the capacity)
+under ZeRO-2; on 4 ranks DeepSpeed also makes expert-data-parallel groups. --model ulysses:
+deepspeed.sequence.layer.DistributedAttention over the sequence-parallel group DeepSpeed makes
+from `mesh_param` (all_to_all_single of q, k, v and the context; with --heads 3 on 2 ranks the
+heads split unevenly, so the all-to-alls carry split sizes). In one process: train with plain
+DeepSpeed, install mcr, train again from the same seed; every rank asserts equal losses (within
+--rtol: MPI sums more than two ranks in another order than Gloo), that
+mcr served at least 90% of the calls and, with --expect, which libraries served which ops.
+Prints `rank R: PARALLEL OK <steps>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import torch
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+import deepspeed  # noqa: E402
+from deepspeed.moe.layer import MoE  # noqa: E402
+from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer  # noqa: E402
+from deepspeed.sequence.layer import DistributedAttention  # noqa: E402
+
+import mcr.comm as dist  # noqa: E402
+import mcr.integrations.deepspeed as mcr_ds  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--model", required=True, choices=("moe", "ulysses"))
+ap.add_argument("--steps", type=int, default=6)
+ap.add_argument("--k", type=int, default=1, help="MoE: experts per token (top-k gating)")
+ap.add_argument("--no-drop", action="store_true",
+                help="MoE: drop_tokens=False, so the capacity is agreed by an all-reduce MAX")
+ap.add_argument("--heads", type=int, default=4, help="Ulysses: attention heads")
+ap.add_argument("--sp", type=int, default=0,
+                help="Ulysses: sequence-parallel group size (default: every rank); the rest of "
+                     "the world is data parallel")
+ap.add_argument("--rtol", type=float, default=0.0,
+                help="losses equal within this relative difference (0: bit for bit)")
+ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
+args = ap.parse_args()
+HIDDEN, TOKENS, HEAD_DIM = 32, 16, 8
+
+
+class MoENet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        expert = torch.nn.Sequential(torch.nn.Linear(HIDDEN, 64), torch.nn.GELU(),
+                                     torch.nn.Linear(64, HIDDEN))
+        self.inp = torch.nn.Linear(16, HIDDEN)
+        self.moe = MoE(HIDDEN, expert, num_experts=4, ep_size=2, k=args.k, min_capacity=2,
+                       drop_tokens=not args.no_drop)
+        self.out = torch.nn.Linear(HIDDEN, 16)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h, aux, _ = self.moe(torch.nn.functional.gelu(self.inp(x)))
+        return torch.nn.functional.mse_loss(self.out(h), y) + 0.01 * aux
+
+
+def _local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *_: Any,
+                     **__: Any) -> torch.Tensor:
+    # [seq, batch, heads, dim] -> [batch, heads, seq, dim] and back
+    o = torch.nn.functional.scaled_dot_product_attention(
+        q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3), is_causal=True)
+    return o.permute(2, 0, 1, 3).contiguous()
+
+
+class UlyssesNet(torch.nn.Module):
+    """One attention layer over this rank's slice of the sequence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 3 * args.heads * HEAD_DIM)
+        self.attn: DistributedAttention | None = None   # its group comes from initialize
+        self.out = torch.nn.Linear(args.heads * HEAD_DIM, 16)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s, b = x.shape[:2]
+        q, k, v = self.qkv(x).view(s, b, 3, args.heads, HEAD_DIM).unbind(2)
+        o = self.attn(q.contiguous(), k.contiguous(), v.contiguous(), batch_dim_idx=1)
+        return torch.nn.functional.mse_loss(self.out(o.reshape(s, b, -1)), y)
+
+
+CONFIG = {"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
+          "steps_per_print": 10_000,
+          "zero_optimization": {"stage": 2 if args.model == "moe" else 1,
+                                "reduce_bucket_size": 4_000, "allgather_bucket_size": 4_000}}
+
+
+def engine_for_run() -> Any:
+    torch.manual_seed(1234)
+    if args.model == "moe":
+        model: torch.nn.Module = MoENet()
+        params = split_params_into_different_moe_groups_for_optimizer(
+            {"params": list(model.parameters()), "name": "all"})
+        opt = torch.optim.AdamW(params, lr=1e-2)
+        engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
+    else:
+        # DeepSpeed makes the sequence-parallel groups from its device mesh.
+        world = torch.distributed.get_world_size()
+        sp = args.sp or world
+        cfg = dict(CONFIG, sequence_parallel_size=sp)
+        mesh = (world // sp, sp)
+        model = UlyssesNet()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=cfg,
+                                          mesh_param=mesh)
+        # As DeepSpeed's own Ulysses test does: the group DeepSpeed made from its mesh.
+        model.attn = DistributedAttention(_local_attention, engine.seq_parallel_group,
+                                          scatter_idx=2, gather_idx=0)
+    return engine
+
+
+def train(rank: int) -> list[float]:
+    engine = engine_for_run()
+    losses = []
+    for step in range(args.steps):
+        g = torch.Generator().manual_seed(step * 100 + rank)
+        if args.model == "moe":
+            x, y = torch.randn(TOKENS, 16, generator=g), torch.randn(TOKENS, 16, generator=g)
+        else:   # this rank's slice of a sequence, [seq / ranks, batch, features]
+            x, y = torch.randn(8, 2, 16, generator=g), torch.randn(8, 2, 16, generator=g)
+        loss = engine(x, y)
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    engine.destroy()
+    return losses
+
+
+deepspeed.init_distributed(dist_backend="gloo")
+rank = torch.distributed.get_rank()
+plain = train(rank)
+assert mcr_ds.install() > 30
+through_mcr = train(rank)
+rows = dist.log_summary(return_dict=True)
+served = sum(r["count"] for r in rows if r["kind"] == "served")
+missed = sum(r["count"] for r in rows if r["kind"] == "bypass")
+assert served >= 0.9 * (served + missed), f"mcr served {served} of {served + missed} calls"
+libs = {(r["op"], r["backend"]) for r in rows if r["kind"] == "served"}
+for want in filter(None, args.expect.split(",")):
+    op, lib = want.split(":")
+    assert (op, lib) in libs, f"no {op} served by {lib}: {sorted(libs)}"
+diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, through_mcr))
+        if abs(a - b) > args.rtol * abs(a)]
+assert not diff, f"rank {rank}: losses differ (rtol {args.rtol}) at steps {diff[:5]}"
+print(f"rank {rank}: served {served} of {served + missed} calls", flush=True)
+print(f"rank {rank}: PARALLEL OK {len(through_mcr)} losses {through_mcr[0]:.6f}.."
+      f"{through_mcr[-1]:.6f}", flush=True)
+deepspeed.comm.destroy_process_group()
