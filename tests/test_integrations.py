@@ -140,6 +140,19 @@ def test_deepspeed_ulysses_sequence_parallel(launcher, n, extra):
     _ok(out, "PARALLEL OK 6", n)
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+@pytest.mark.parametrize("model", ["autotp", "tp-inference"])
+def test_deepspeed_autotp_training_and_inference(model, launcher):
+    """DeepSpeed's AutoTP on a tiny Hugging Face Llama: training (losses equal to plain) and
+    init_inference (tokens equal to the unsharded model's), the row-parallel all-reduces
+    through mcr."""
+    pytest.importorskip("transformers", reason="pip install transformers (a Llama to shard)")
+    args = ("ds_parallel_worker.py", "--model", model)
+    out = run_torchrun(2, *args, "--expect", "all_reduce:gloo") if launcher == "torchrun" \
+        else run_mpi(2, *args, "--expect", "all_reduce:mpi", env={"MCR_BACKEND": "mpi"})
+    _ok(out, "PARALLEL OK")
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     args = ["--expect", BOTH] + (["--overlap-comm"] if overlap else [])

@@ -1,16 +1,20 @@
-"""DeepSpeed's expert parallelism (MoE) and sequence parallelism (Ulysses) on CPU, plain and
-through mcr, losses compared bit for bit.
+"""DeepSpeed's expert, sequence and tensor parallelism on CPU, through mcr, against plain
+DeepSpeed (or, for inference, the unsharded model).
 
 --model moe: a deepspeed.moe.layer.MoE of 4 experts split over expert-parallel groups of 2
 (all_to_all_single of the routed tokens, and with --no-drop an all-reduce MAX of the capacity)
 under ZeRO-2; on 4 ranks DeepSpeed also makes expert-data-parallel groups. --model ulysses:
 deepspeed.sequence.layer.DistributedAttention over the sequence-parallel group DeepSpeed makes
 from `mesh_param` (all_to_all_single of q, k, v and the context; with --heads 3 on 2 ranks the
-heads split unevenly, so the all-to-alls carry split sizes). In one process: train with plain
-DeepSpeed, install mcr, train again from the same seed; every rank asserts equal losses (within
---rtol: MPI sums more than two ranks in another order than Gloo), that
-mcr served at least 90% of the calls and, with --expect, which libraries served which ops.
-Prints `rank R: PARALLEL OK <steps>`.
+heads split unevenly, so the all-to-alls carry split sizes). --model autotp: a tiny Hugging Face
+Llama trained with DeepSpeed's AutoTP (`tensor_parallel.autotp_size`, its groups from a device
+mesh). For these, one process trains with plain DeepSpeed, installs mcr and trains again from
+the same seed; every rank asserts equal losses (within --rtol: MPI sums more than two ranks in
+another order than Gloo). --model tp-inference: `deepspeed.init_inference` with AutoTP through
+mcr (inference_all_reduce), generated tokens equal to the unsharded model's; plain DeepSpeed
+takes its shared-memory kernel there, which crashed on the 2-core CI VM, so the reference is the
+model itself. Every rank also asserts that mcr served at least 90% of the calls and, with
+--expect, which libraries served which ops. Prints `rank R: PARALLEL OK <n>`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import mcr.comm as dist  # noqa: E402
 import mcr.integrations.deepspeed as mcr_ds  # noqa: E402
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--model", required=True, choices=("moe", "ulysses"))
+ap.add_argument("--model", required=True, choices=("moe", "ulysses", "autotp", "tp-inference"))
 ap.add_argument("--steps", type=int, default=6)
 ap.add_argument("--k", type=int, default=1, help="MoE: experts per token (top-k gating)")
 ap.add_argument("--no-drop", action="store_true",
@@ -86,6 +90,14 @@ class UlyssesNet(torch.nn.Module):
         return torch.nn.functional.mse_loss(self.out(o.reshape(s, b, -1)), y)
 
 
+def tiny_llama() -> torch.nn.Module:
+    """A two-layer Llama with grouped-query attention, random weights from the current seed."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64))
+
+
 CONFIG = {"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
           "steps_per_print": 10_000,
           "zero_optimization": {"stage": 2 if args.model == "moe" else 1,
@@ -100,6 +112,11 @@ def engine_for_run() -> Any:
             {"params": list(model.parameters()), "name": "all"})
         opt = torch.optim.AdamW(params, lr=1e-2)
         engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
+    elif args.model == "autotp":
+        model = tiny_llama()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        cfg = dict(CONFIG, tensor_parallel={"autotp_size": torch.distributed.get_world_size()})
+        engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
     else:
         # DeepSpeed makes the sequence-parallel groups from its device mesh.
         world = torch.distributed.get_world_size()
@@ -116,16 +133,22 @@ def engine_for_run() -> Any:
     return engine
 
 
+def loss_of(engine: Any, step: int, rank: int) -> torch.Tensor:
+    """The step's forward on this rank's batch."""
+    if args.model == "autotp":   # every rank of a tensor-parallel group reads the same batch
+        ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(step))
+        return engine(input_ids=ids, labels=ids).loss
+    g = torch.Generator().manual_seed(step * 100 + rank)
+    # MoE: tokens x features; Ulysses: this rank's slice of a sequence, [seq, batch, features]
+    shape = (TOKENS, 16) if args.model == "moe" else (8, 2, 16)
+    return engine(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
+
+
 def train(rank: int) -> list[float]:
     engine = engine_for_run()
     losses = []
     for step in range(args.steps):
-        g = torch.Generator().manual_seed(step * 100 + rank)
-        if args.model == "moe":
-            x, y = torch.randn(TOKENS, 16, generator=g), torch.randn(TOKENS, 16, generator=g)
-        else:   # this rank's slice of a sequence, [seq / ranks, batch, features]
-            x, y = torch.randn(8, 2, 16, generator=g), torch.randn(8, 2, 16, generator=g)
-        loss = engine(x, y)
+        loss = loss_of(engine, step, rank)
         engine.backward(loss)
         engine.step()
         losses.append(loss.item())
@@ -133,11 +156,34 @@ def train(rank: int) -> list[float]:
     return losses
 
 
+def generate() -> list[torch.Tensor]:
+    """AutoTP inference through mcr, and the unsharded model: [tokens, logits] of each."""
+    out = []
+    for sharded in (True, False):
+        torch.manual_seed(1234)
+        model = tiny_llama().eval()
+        if sharded:
+            tp = {"tp_size": torch.distributed.get_world_size()}
+            model = deepspeed.init_inference(model, tensor_parallel=tp, dtype=torch.float32,
+                                             replace_with_kernel_inject=False).module
+        ids = torch.arange(12).view(1, 12) * 7 % 128
+        with torch.no_grad():
+            out.append([model.generate(ids, max_new_tokens=8, do_sample=False), model(ids).logits])
+    (tokens, logits), (want_tokens, want_logits) = out
+    assert torch.equal(tokens, want_tokens), (tokens, want_tokens)
+    torch.testing.assert_close(logits, want_logits, rtol=1e-5, atol=1e-5)
+    return [float(t) for t in tokens[0, -8:]]
+
+
 deepspeed.init_distributed(dist_backend="gloo")
 rank = torch.distributed.get_rank()
-plain = train(rank)
-assert mcr_ds.install() > 30
-through_mcr = train(rank)
+if args.model == "tp-inference":
+    assert mcr_ds.install() > 30
+    plain = through_mcr = generate()
+else:
+    plain = train(rank)
+    assert mcr_ds.install() > 30
+    through_mcr = train(rank)
 rows = dist.log_summary(return_dict=True)
 served = sum(r["count"] for r in rows if r["kind"] == "served")
 missed = sum(r["count"] for r in rows if r["kind"] == "bypass")
@@ -150,6 +196,7 @@ diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, through_mcr))
         if abs(a - b) > args.rtol * abs(a)]
 assert not diff, f"rank {rank}: losses differ (rtol {args.rtol}) at steps {diff[:5]}"
 print(f"rank {rank}: served {served} of {served + missed} calls", flush=True)
-print(f"rank {rank}: PARALLEL OK {len(through_mcr)} losses {through_mcr[0]:.6f}.."
+what = "tokens" if args.model == "tp-inference" else "losses"
+print(f"rank {rank}: PARALLEL OK {len(through_mcr)} {what} {through_mcr[0]:.6f}.."
       f"{through_mcr[-1]:.6f}", flush=True)
 deepspeed.comm.destroy_process_group()
