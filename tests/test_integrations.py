@@ -173,11 +173,14 @@ def test_fsdp2_torchrun_gloo(extra):
     _ok(run_torchrun(2, "fsdp_worker.py", *extra), "FSDP OK 20")
 
 
-@pytest.mark.parametrize("variant", ["mp", "keep", "accum"])
-def test_fsdp2_other_configs(variant):
+@pytest.mark.parametrize("variant, extra", [("mp", ()), ("keep", ()), ("accum", ()),
+                                            ("prefetch", ("--async",)), ("shard1", ())])
+def test_fsdp2_other_configs(variant, extra):
     """bf16 parameters with fp32 reduction; reshard_after_forward=False; gradient accumulation
-    with set_requires_gradient_sync."""
-    _ok(run_torchrun(2, "fsdp_worker.py", "--variant", variant, "--steps", "6"), "FSDP OK 6")
+    with set_requires_gradient_sync; torchtitan's explicit prefetching with async all-gathers;
+    parameters sharded along dim 1."""
+    _ok(run_torchrun(2, "fsdp_worker.py", "--variant", variant, "--steps", "6", *extra),
+        "FSDP OK 6")
 
 
 def test_fsdp2_compiled_layers():
@@ -200,10 +203,10 @@ def test_fsdp2_reshard_to_a_smaller_group_after_forward():
         "FSDP OK 6", 4)
 
 
-@pytest.mark.parametrize("n, variant", [(2, "mp"), (4, "reshard2")])
+@pytest.mark.parametrize("n, variant", [(2, "mp"), (4, "reshard2"), (2, "shard1")])
 def test_fsdp2_other_configs_mpi(n, variant):
     """bf16 all-gathers through MPI (which has no bf16 type); MPI communicators for the 2-rank
-    groups FSDP2 makes to reshard after forward."""
+    groups FSDP2 makes to reshard after forward; dim-1 shards."""
     out = run_mpi(n, "fsdp_worker.py", "--variant", variant, "--steps", "6",
                   "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"})
     _ok(out, "FSDP OK 6", n)

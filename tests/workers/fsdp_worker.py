@@ -13,8 +13,8 @@ Linear pairs are column- then row-parallel over "tp" and FSDP2 shards over "shar
 all-reduces are DTensor's and bypass mcr (listed in the summary). --autoload runs under
 MCR_FSDP=1: fully_shard itself installs mcr (the plain copy is sharded by torch's own
 fully_shard, which the hook keeps as __mcr_wrapped__). --variant: other fully_shard settings
-users pick (mixed precision, no resharding, resharding to a smaller group, accumulation);
---compile compiles each sharded layer.
+users pick (mixed precision, no resharding, resharding to a smaller group, accumulation,
+explicit prefetching, dim-1 shards); --compile compiles each sharded layer.
 Prints `rank R: FSDP OK <steps>`.
 """
 
@@ -40,10 +40,14 @@ ap.add_argument("--ring", action="store_true",
                 help="all-gather outputs from mcr's buffer ring (plain memory on CPU)")
 ap.add_argument("--hsdp", action="store_true", help="a 2 x (world / 2) replicate x shard mesh")
 ap.add_argument("--tp", action="store_true", help="(world / 2) shard x 2 tensor-parallel mesh")
-ap.add_argument("--variant", default="", choices=["", "mp", "keep", "reshard2", "accum"],
+ap.add_argument("--variant", default="",
+                choices=["", "mp", "keep", "reshard2", "accum", "prefetch", "shard1"],
                 help="mp: bf16 parameters, fp32 reduction; keep: reshard_after_forward=False; "
                      "reshard2: reshard to 2 ranks after forward; accum: 3 micro-batches a step, "
-                     "gradient sync only on the last")
+                     "gradient sync only on the last; prefetch: each layer prefetches the next "
+                     "one's all-gather (forward) and the previous one's (backward) explicitly, "
+                     "as torchtitan does; shard1: parameters sharded along dim 1 "
+                     "(shard_placement_fn), so FSDP2 reorders what the all-gather returns")
 ap.add_argument("--compile", action="store_true", help="torch.compile each layer after sharding")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
 ap.add_argument("--autoload", action="store_true",
@@ -83,12 +87,20 @@ def build(shard: Any) -> torch.nn.Module:
                                                output_dtype=torch.float32)
     elif args.variant in ("keep", "reshard2"):
         kw["reshard_after_forward"] = False if args.variant == "keep" else 2
+    elif args.variant == "shard1":
+        from torch.distributed.tensor import Shard
+        kw["shard_placement_fn"] = lambda p: Shard(1) if p.dim() == 2 else Shard(0)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             shard(layer, mesh=mesh, **kw)
             if args.compile:
                 layer.compile()
     shard(model, mesh=mesh, **kw)
+    if args.variant == "prefetch":
+        layers = [m for m in model if isinstance(m, FSDPModule)]
+        for a, b in zip(layers, layers[1:]):
+            a.set_modules_to_forward_prefetch([b])
+            b.set_modules_to_backward_prefetch([a])
     for m in model.modules():
         if isinstance(m, FSDPModule):
             if args.async_op:
