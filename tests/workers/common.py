@@ -79,3 +79,25 @@ def run_shuffled(ops: int, issue: Any, shared: random.Random, local: random.Rand
                 done += 1
             pending.clear()
     return done
+
+
+def served_summary(rows: list[dict[str, Any]], expect: str, not_ours: int = 0,
+                   share: float = 0.9) -> tuple[int, int]:
+    """(served, bypassed) calls in mcr's summary rows; asserts that mcr served at least `share`
+    of the calls (`not_ours`: bypasses that were never mcr's to serve, e.g. a plain copy's) and
+    that every `op:lib` of the comma-separated `expect` served some."""
+    served = sum(r["count"] for r in rows if r["kind"] == "served")
+    missed = sum(r["count"] for r in rows if r["kind"] == "bypass") - not_ours
+    assert served >= share * (served + missed), f"mcr served {served} of {served + missed} calls"
+    libs = {(r["op"], r["backend"]) for r in rows if r["kind"] == "served"}
+    for want in filter(None, expect.split(",")):
+        op, lib = want.split(":")
+        assert (op, lib) in libs, f"no {op} served by {lib}: {sorted(libs)}"
+    return served, missed
+
+
+def same_losses(rank: int, plain: list[float], ours: list[float], rtol: float = 0.0) -> None:
+    """Equal losses step by step (within rtol; 0: bit for bit), all finite."""
+    diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, ours)) if abs(a - b) > rtol * abs(a)]
+    assert not diff, f"rank {rank}: losses differ (rtol {rtol}) at steps {diff[:5]}"
+    assert len(plain) == len(ours) and all(np.isfinite(ours)), (plain, ours)

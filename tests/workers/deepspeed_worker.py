@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import torch
+from common import same_losses, served_summary
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 if "--autoload" in sys.argv:
@@ -160,19 +161,8 @@ bypass.COUNTS.clear()    # count only the run through mcr (autoload counted the 
 through_mcr = train(rank)
 if args.checkpoint:
     resume(rank)
-rows = dist.log_summary(return_dict=True)
-served = sum(r["count"] for r in rows if r["kind"] == "served")
-missed = sum(r["count"] for r in rows if r["kind"] == "bypass")
-assert served >= 0.9 * (served + missed), f"mcr served {served} of {served + missed} calls"
-libs = {(r["op"], r["backend"]) for r in rows if r["kind"] == "served"}
-for want in filter(None, args.expect.split(",")):
-    op, lib = want.split(":")
-    assert (op, lib) in libs, f"no {op} served by {lib}: {sorted(libs)}"
-if plain is not None:
-    diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, through_mcr))
-            if abs(a - b) > args.rtol * abs(a)]
-    assert not diff, f"rank {rank}: losses differ (rtol {args.rtol}) at steps {diff[:5]}"
-assert all(torch.isfinite(torch.tensor(through_mcr))), through_mcr
+served, missed = served_summary(dist.log_summary(return_dict=True), args.expect)
+same_losses(rank, through_mcr if plain is None else plain, through_mcr, args.rtol)
 print(f"rank {rank}: served {served} of {served + missed} calls", flush=True)
 print(f"rank {rank}: DEEPSPEED OK {len(through_mcr)} losses {through_mcr[0]:.6f}.."
       f"{through_mcr[-1]:.6f}", flush=True)

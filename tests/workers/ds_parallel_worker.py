@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 import torch
+from common import same_losses, served_summary
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed  # noqa: E402
@@ -184,17 +185,8 @@ else:
     plain = train(rank)
     assert mcr_ds.install() > 30
     through_mcr = train(rank)
-rows = dist.log_summary(return_dict=True)
-served = sum(r["count"] for r in rows if r["kind"] == "served")
-missed = sum(r["count"] for r in rows if r["kind"] == "bypass")
-assert served >= 0.9 * (served + missed), f"mcr served {served} of {served + missed} calls"
-libs = {(r["op"], r["backend"]) for r in rows if r["kind"] == "served"}
-for want in filter(None, args.expect.split(",")):
-    op, lib = want.split(":")
-    assert (op, lib) in libs, f"no {op} served by {lib}: {sorted(libs)}"
-diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, through_mcr))
-        if abs(a - b) > args.rtol * abs(a)]
-assert not diff, f"rank {rank}: losses differ (rtol {args.rtol}) at steps {diff[:5]}"
+served, missed = served_summary(dist.log_summary(return_dict=True), args.expect)
+same_losses(rank, plain, through_mcr, args.rtol)
 print(f"rank {rank}: served {served} of {served + missed} calls", flush=True)
 what = "tokens" if args.model == "tp-inference" else "losses"
 print(f"rank {rank}: PARALLEL OK {len(through_mcr)} {what} {through_mcr[0]:.6f}.."
