@@ -10,6 +10,12 @@ own time on a loaded 2-core host swings by tens of microseconds, which buries a 
 a second block times the same calls with a no-op ProcessGroup standing in for Gloo (a stand-in:
 it isolates the host cost of the Python on each side of the library call, and is named so).
 
+`--deepspeed`: the calls ZeRO-3 makes most, through deepspeed.comm's own functions against the
+same functions once mcr.integrations.deepspeed.install() has replaced them, side by side
+(DeepSpeed's originals kept from before the install), on Gloo (CPU) or NCCL (`-d cuda`); no
+stand-in (torch's all-gather looks its group up in torch's own maps). On one rank it shows host
+cost: the library's call on a group of one is a local copy.
+
 `-d cuda` (GPU, 2+ ranks): a small bf16 GPU all-reduce against torch's NCCL call, and mcr's symm
 against the bare symmetric-memory kernel it launches. A sample is `--reps` calls then a device
 sync, so each figure is per call, host or device, whichever is slower. `--profile` adds rank 0's
@@ -78,6 +84,40 @@ class NoopProcessGroup(tdist.ProcessGroup):
         return self._done
 
 
+# ZeRO-3's hot calls: parameter all-gathers and gradient reduce-scatters, async, waited later.
+_DS_CALLS = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce")
+
+
+def _deepspeed_functions(lib: str) -> tuple[dict[str, Callable[..., Any]],
+                                            dict[str, Callable[..., Any]]]:
+    """(DeepSpeed's own deepspeed.comm functions, the ones mcr's install() puts there)."""
+    import deepspeed.comm as ds
+
+    import mcr.integrations.deepspeed as mcr_ds
+    ds.init_distributed(lib)     # on the torch.distributed mcr started: DeepSpeed's backend
+    plain = {n: getattr(ds, n) for n in _DS_CALLS}
+    mcr_ds.install()
+    return plain, {n: getattr(ds, n) for n in _DS_CALLS}
+
+
+def _deepspeed_pairs(fns: tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]]],
+                     n: int, pg: Any, device: str) -> Variants:
+    """Each hot call through DeepSpeed's function (on pg) and through mcr's (its world)."""
+    plain, ours = fns
+    inp, big, small = (torch.ones(k, device=device) for k in (4, 4 * n, 4))
+    calls = {
+        "all_gather_into_tensor": lambda f, g: f(big, inp, group=g, async_op=True).wait(),
+        "reduce_scatter_tensor": lambda f, g: f(small, big, group=g, async_op=True).wait(),
+        "all_reduce": lambda f, g: f(inp, group=g),
+    }
+    v: Variants = {}
+    for name, call in calls.items():
+        ref = f"deepspeed.comm {name}"
+        v[ref] = (lambda c=call, f=plain[name]: c(f, pg), None)
+        v[f"{ref} via mcr"] = (lambda c=call, f=ours[name]: c(f, None), ref)
+    return v
+
+
 def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
     from mcr.backends.ce_engine import rendezvous, symm_empty
     pg = rt.world.handles["nccl"]
@@ -107,12 +147,13 @@ def _measure(title: str, variants: Variants, rounds: int, reps: int,
             res[k].append(_time(fn, reps, sync) * 1e6)
     if dist.get_rank() == 0:
         print(f"# {title}")
-        print(f"# {'variant':<40} {'median us':>10} {'p10':>8} {'p90':>8} {'minus ref':>10} "
+        w = max(40, *(len(k) for k in res))
+        print(f"# {'variant':<{w}} {'median us':>10} {'p10':>8} {'p90':>8} {'minus ref':>10} "
               f"{'diff p10':>9} {'diff p90':>9}  reference")
         for k, v in res.items():
             q = statistics.quantiles(v, n=10)
             ref = variants[k][1]
-            line = f"  {k:<40} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f}"
+            line = f"  {k:<{w}} {statistics.median(v):>10.2f} {q[0]:>8.2f} {q[-1]:>8.2f}"
             if ref is not None:
                 d = [a - b for a, b in zip(v, res[ref])]
                 dq = statistics.quantiles(d, n=10)
@@ -128,30 +169,40 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20, help="calls per round and variant")
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--bytes", type=int, default=4096, help="GPU message size (-d cuda)")
+    ap.add_argument("--deepspeed", action="store_true",
+                    help="ZeRO-3's calls through deepspeed.comm, DeepSpeed's own against mcr's")
     ap.add_argument("--profile", action="store_true",
-                    help="then print rank 0's cProfile of each mcr variant (top 12 by own time)")
+                    help="then print rank 0's cProfile of each variant measured against a "
+                         "reference (top 12 by own time)")
     args = ap.parse_args()
     dist.init_distributed(verbose=False)
     rt = runtime.get()
     n = dist.get_world_size()
     head = f"{n} rank(s), {args.rounds} rounds x {args.reps} calls, torch {torch.__version__}"
-    if args.device == "cuda":
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    lib = "nccl" if args.device == "cuda" else "gloo"
+    if args.deepspeed:
+        variants = _deepspeed_pairs(_deepspeed_functions(lib), n, rt.world.handles[lib],
+                                    args.device)
+        _measure(f"4-element float32 {args.device} calls through deepspeed.comm on {lib}, "
+                 f"{head}", variants, args.rounds, args.reps, sync)
+    elif args.device == "cuda":
         variants = _gpu_variants(rt, args.bytes)
         _measure(f"{args.bytes} B bfloat16 GPU all_reduce, {head}", variants, args.rounds,
-                 args.reps, torch.cuda.synchronize)
+                 args.reps, sync)
     else:
         t = torch.ones(1)
         variants = _pairs(t, rt.world.handles["gloo"], "gloo")
         _measure(f"1-element float32 CPU all_reduce on Gloo, {head}", variants, args.rounds,
-                 args.reps, lambda: None)
+                 args.reps, sync)
         noop = NoopProcessGroup(dist.get_rank(), n)
         rt.world.handles["gloo"] = noop
         rt.fast.clear()
         _measure(f"the same calls, a no-op ProcessGroup standing in for Gloo (host cost only), "
-                 f"{head}", _pairs(t, noop, "gloo"), args.rounds, args.reps, lambda: None)
+                 f"{head}", _pairs(t, noop, "gloo"), args.rounds, args.reps, sync)
     if args.profile:
-        _profile({k: fn for k, (fn, _) in variants.items() if k.startswith("mcr")}, args.reps,
-                 torch.cuda.synchronize if args.device == "cuda" else (lambda: None))
+        _profile({k: fn for k, (fn, ref) in variants.items() if ref is not None}, args.reps,
+                 sync)
     dist.destroy_process_group()
 
 
