@@ -41,6 +41,12 @@ def _real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t) if t.is_complex() else t
 
 
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous t as one dimension: Gloo wants each output block shaped like the input,
+    and mcr takes any shapes of the right element counts, as NCCL does."""
+    return _real(t).view(-1)
+
+
 # The hot ops call the ProcessGroup itself, as torch.distributed's functions do after their
 # argument checks (mcr has made its own): torch 2.13 renamed three of its methods.
 _PG = tdist.ProcessGroup
@@ -129,7 +135,7 @@ class TorchPGBackend(Backend):
         """all_gather_into_tensor on the ProcessGroup."""
         here = self._waits_here(sync)
         pg = g.handles[self.name]
-        w = getattr(pg, _PG_ALL_GATHER)(_real(out), _real(inp),
+        w = getattr(pg, _PG_ALL_GATHER)(_flat(out), _flat(inp),
                                          self._opt(_C10D.AllgatherOptions, here))
         return self._done("all_gather", out, g, w, here)
 
@@ -138,7 +144,7 @@ class TorchPGBackend(Backend):
         """reduce_scatter_tensor on the ProcessGroup."""
         here = self._waits_here(sync)
         pg = g.handles[self.name]
-        w = getattr(pg, _PG_REDUCE_SCATTER)(_real(out), _real(inp),
+        w = getattr(pg, _PG_REDUCE_SCATTER)(_flat(out), _flat(inp),
                                              self._opt(_C10D.ReduceScatterOptions, here, redop))
         return self._done("reduce_scatter", inp, g, w, here)
 

@@ -282,6 +282,43 @@ def test_misc(be: str | None) -> None:
     checks += 4
 
 
+def test_shapes(be: str | None) -> None:
+    """Multi-dimensional tensors, as user code passes them (torch.distributed takes any shape
+    of the right element count; Gloo itself wants an output chunk shaped like the input)."""
+    global checks
+    dtype, rows, cols = torch.float32, 3, 5
+    parts = [p.view(rows, cols) for p in inputs(rows * cols, dtype, salt(), exact=True)]
+    lst = [torch.full((rows, cols), 7.0, dtype=dtype, device=dev) for _ in range(n)]
+    run(dist.all_gather, be, lst, parts[r])
+    for q in range(n):
+        same(f"all_gather 2-D [{q}] {be}", lst[q], parts[q])
+    for shape in ((n * rows, cols), (n * rows * cols,), (n, rows, cols)):
+        out = torch.zeros(shape, dtype=dtype, device=dev)
+        run(dist.all_gather_into_tensor, be, out, parts[r])
+        same(f"all_gather_into_tensor {shape} {be}", out.view(-1),
+             torch.cat([p.view(-1) for p in parts]))
+    if declines(be, dtype, R.SUM):
+        return
+    big = [p.view(n * rows, cols) for p in inputs(n * rows * cols, dtype, salt(), exact=True)]
+    want = ref_reduce(big, R.SUM)[r * rows:(r + 1) * rows]
+    out = torch.zeros(rows, cols, dtype=dtype, device=dev)
+    run(dist.reduce_scatter_tensor, be, out, big[r])
+    same(f"reduce_scatter_tensor 2-D {be}", out, want)
+    out = torch.zeros(rows, cols, dtype=dtype, device=dev)
+    run(dist.reduce_scatter, be, out, list(big[r].chunk(n)))
+    same(f"reduce_scatter 2-D list {be}", out, want)
+    out = torch.zeros(n * rows, cols, dtype=dtype, device=dev)
+    run(dist.all_to_all_single, be, out, big[r])
+    same(f"all_to_all_single 2-D {be}", out,
+         torch.cat([b[r * rows:(r + 1) * rows] for b in big]))
+    t = big[r].clone()
+    run(dist.all_reduce, be, t)
+    same(f"all_reduce 2-D {be}", t, ref_reduce(big, R.SUM))
+    t = big[r].clone()
+    run(dist.broadcast, be, t, n - 1)
+    same(f"broadcast 2-D {be}", t, big[n - 1])
+
+
 def test_groups() -> None:
     """Sub-groups: every world rank calls new_group; members talk through every backend."""
     global checks
@@ -330,6 +367,7 @@ for be in BACKENDS:
         test_rooted(be, dtype, numel * n)
         test_p2p(be, dtype, numel * n)
     test_misc(be)
+    test_shapes(be)
     if r == 0:
         print(f"backend {be or 'auto'}: done ({time.time() - t0:.1f} s)", flush=True)
 test_groups()
