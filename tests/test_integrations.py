@@ -141,6 +141,16 @@ def test_deepspeed_ulysses_sequence_parallel(launcher, n, extra):
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_deepspeed_sparse_embedding_gradients(launcher):
+    """An nn.Embedding(sparse=True): DeepSpeed all-gathers its gradients' indices and 2-D
+    values with the list form of all_gather (2-D tensors crashed Gloo through mcr before)."""
+    args = ("ds_parallel_worker.py", "--model", "sparse")
+    out = run_torchrun(2, *args, "--expect", "all_gather:gloo") if launcher == "torchrun" \
+        else run_mpi(2, *args, "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"})
+    _ok(out, "PARALLEL OK 6")
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
 @pytest.mark.parametrize("model", ["autotp", "tp-inference"])
 def test_deepspeed_autotp_training_and_inference(model, launcher):
     """DeepSpeed's AutoTP on a tiny Hugging Face Llama: training (losses equal to plain) and

@@ -1,5 +1,5 @@
-"""DeepSpeed's expert, sequence and tensor parallelism on CPU, through mcr, against plain
-DeepSpeed (or, for inference, the unsharded model).
+"""DeepSpeed's expert, sequence and tensor parallelism and sparse gradients on CPU, through mcr,
+against plain DeepSpeed (or, for inference, the unsharded model).
 
 --model moe: a deepspeed.moe.layer.MoE of 4 experts split over expert-parallel groups of 2
 (all_to_all_single of the routed tokens, and with --no-drop an all-reduce MAX of the capacity)
@@ -8,13 +8,16 @@ deepspeed.sequence.layer.DistributedAttention over the sequence-parallel group D
 from `mesh_param` (all_to_all_single of q, k, v and the context; with --heads 3 on 2 ranks the
 heads split unevenly, so the all-to-alls carry split sizes). --model autotp: a tiny Hugging Face
 Llama trained with DeepSpeed's AutoTP (`tensor_parallel.autotp_size`, its groups from a device
-mesh). For these, one process trains with plain DeepSpeed, installs mcr and trains again from
-the same seed; every rank asserts equal losses (within --rtol: MPI sums more than two ranks in
-another order than Gloo). --model tp-inference: `deepspeed.init_inference` with AutoTP through
-mcr (inference_all_reduce), generated tokens equal to the unsharded model's; plain DeepSpeed
-takes its shared-memory kernel there, which crashed on the 2-core CI VM, so the reference is the
-model itself. Every rank also asserts that mcr served at least 90% of the calls and, with
---expect, which libraries served which ops. Prints `rank R: PARALLEL OK <n>`.
+mesh). --model sparse: DeepSpeed's data-parallel engine (ZeRO stage 0) with an
+nn.Embedding(sparse=True), whose gradients it all-gathers as indices and 2-D values (list
+all_gather of multi-dimensional tensors). For these, one process trains with plain DeepSpeed,
+installs mcr and trains again from the same seed; every rank asserts equal losses (within
+--rtol: MPI sums more than two ranks in another order than Gloo). --model tp-inference:
+`deepspeed.init_inference` with AutoTP through mcr (inference_all_reduce), generated tokens
+equal to the unsharded model's; plain DeepSpeed takes its shared-memory kernel there, which
+crashed on the 2-core CI VM, so the reference is the model itself. Every rank also asserts that
+mcr served at least 90% of the calls and, with --expect, which libraries served which ops.
+Prints `rank R: PARALLEL OK <n>`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ import mcr.comm as dist  # noqa: E402
 import mcr.integrations.deepspeed as mcr_ds  # noqa: E402
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--model", required=True, choices=("moe", "ulysses", "autotp", "tp-inference"))
+ap.add_argument("--model", required=True,
+                choices=("moe", "ulysses", "autotp", "tp-inference", "sparse"))
 ap.add_argument("--steps", type=int, default=6)
 ap.add_argument("--k", type=int, default=1, help="MoE: experts per token (top-k gating)")
 ap.add_argument("--no-drop", action="store_true",
@@ -91,6 +95,16 @@ class UlyssesNet(torch.nn.Module):
         return torch.nn.functional.mse_loss(self.out(o.reshape(s, b, -1)), y)
 
 
+class SparseNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, HIDDEN, sparse=True)
+        self.out = torch.nn.Linear(HIDDEN, 16)
+
+    def forward(self, ids: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(self.out(self.emb(ids)).mean(1), y)
+
+
 def tiny_llama() -> torch.nn.Module:
     """A two-layer Llama with grouped-query attention, random weights from the current seed."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -113,6 +127,11 @@ def engine_for_run() -> Any:
             {"params": list(model.parameters()), "name": "all"})
         opt = torch.optim.AdamW(params, lr=1e-2)
         engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=CONFIG)
+    elif args.model == "sparse":   # DeepSpeed reduces sparse gradients at stage 0 only
+        model = SparseNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)   # Adam takes no sparse gradients
+        cfg = dict(CONFIG, zero_optimization={"stage": 0})
+        engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
     elif args.model == "autotp":
         model = tiny_llama()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -140,6 +159,8 @@ def loss_of(engine: Any, step: int, rank: int) -> torch.Tensor:
         ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(step))
         return engine(input_ids=ids, labels=ids).loss
     g = torch.Generator().manual_seed(step * 100 + rank)
+    if args.model == "sparse":   # ids of 4 sequences of 6 tokens: each rank touches other rows
+        return engine(torch.randint(0, 50, (4, 6), generator=g), torch.randn(4, 16, generator=g))
     # MoE: tokens x features; Ulysses: this rank's slice of a sequence, [seq, batch, features]
     shape = (TOKENS, 16) if args.model == "moe" else (8, 2, 16)
     return engine(torch.randn(shape, generator=g), torch.randn(shape, generator=g))
