@@ -180,14 +180,14 @@ class TorchPGBackend(Backend):
                sync: bool = False) -> Work:
         """gather into views of one flat buffer through torch."""
         lst = _blocks(out, g.size) if out is not None else None
-        return self._call("gather", inp, g, sync, _gather, inp, lst,
+        return self._call("gather", inp, g, sync, _gather, inp.view(-1), lst,
                           group=g.handles[self.name], group_dst=root)
 
     def scatter(self, out: torch.Tensor, inp: torch.Tensor | None, root: int, g: Group, *,
                 sync: bool = False) -> Work:
         """scatter from views of one flat buffer through torch."""
         lst = _blocks(inp, g.size) if inp is not None else None
-        return self._call("scatter", out, g, sync, _scatter, out, lst,
+        return self._call("scatter", out, g, sync, _scatter, out.view(-1), lst,
                           group=g.handles[self.name], group_src=root)
 
     def send(self, t: torch.Tensor, peer: int, tag: int, g: Group) -> Work:

@@ -317,6 +317,20 @@ def test_shapes(be: str | None) -> None:
     t = big[r].clone()
     run(dist.broadcast, be, t, n - 1)
     same(f"broadcast 2-D {be}", t, big[n - 1])
+    outs = [torch.zeros(rows, cols, dtype=dtype, device=dev) for _ in range(n)]
+    run(dist.all_to_all, be, outs, list(big[r].chunk(n)))
+    for q in range(n):
+        same(f"all_to_all 2-D [{q}] {be}", outs[q], big[q][r * rows:(r + 1) * rows])
+    root = n - 1
+    got = [torch.zeros(rows, cols, dtype=dtype, device=dev) for _ in range(n)] \
+        if r == root else None
+    run(dist.gather, be, parts[r], got, root)
+    if r == root:
+        for q in range(n):
+            same(f"gather 2-D [{q}] {be}", got[q], parts[q])
+    t = torch.zeros(rows, cols, dtype=dtype, device=dev)
+    run(dist.scatter, be, t, list(big[root].chunk(n)) if r == root else None, root)
+    same(f"scatter 2-D {be}", t, big[root][r * rows:(r + 1) * rows])
 
 
 def test_groups() -> None:
