@@ -155,7 +155,7 @@ class TorchPGBackend(Backend):
             out_counts, in_counts = [2 * c for c in out_counts], [2 * c for c in in_counts]
         here = self._waits_here(sync)
         pg = g.handles[self.name]
-        w = getattr(pg, _PG_ALL_TO_ALL)(_real(out), _real(inp), out_counts, in_counts,
+        w = getattr(pg, _PG_ALL_TO_ALL)(_flat(out), _flat(inp), out_counts, in_counts,
                                          self._opt(_C10D.AllToAllOptions, here))
         return self._done("all_to_all", inp, g, w, here)
 

@@ -331,6 +331,12 @@ def test_shapes(be: str | None) -> None:
     t = torch.zeros(rows, cols, dtype=dtype, device=dev)
     run(dist.scatter, be, t, list(big[root].chunk(n)) if r == root else None, root)
     same(f"scatter 2-D {be}", t, big[root][r * rows:(r + 1) * rows])
+    # complex: torch sends the real view, two numbers per element, so splits double
+    cplx = [torch.complex(b, -b) for b in big]
+    out = torch.zeros(n * rows, cols, dtype=cplx[0].dtype, device=dev)
+    run(dist.all_to_all_single, be, out, cplx[r])
+    same(f"all_to_all_single complex {be}", torch.view_as_real(out),
+         torch.view_as_real(torch.cat([c[r * rows:(r + 1) * rows] for c in cplx])))
 
 
 def test_groups() -> None:
