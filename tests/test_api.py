@@ -35,6 +35,17 @@ def test_random_mpi_blocking_and_nonblocking_forms():
                 "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")
 
 
+@pytest.mark.parametrize("launcher, n", [("mpi", 2), ("mpi", 3), ("torchrun", 2)])
+def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n):
+    """Each collective through torch.distributed and through mcr on the same inputs (0-d,
+    empty and 1- to 3-D tensors, bool to complex): equal bits, or an error from both (a 0-d
+    all_gather and 2-D gathers on Gloo raised through mcr only, before)."""
+    env = {"MCR_TIMEOUT_S": "60"}   # a case failing on one rank ends the run; this backs it up
+    out = run_mpi(n, "torch_diff_worker.py", "--backends", "gloo,mpi,auto", env=env) \
+        if launcher == "mpi" else run_torchrun(n, "torch_diff_worker.py", env=env)
+    _ok(out, n, "DIFF OK")
+
+
 def test_torchrun_launch_gloo_only():
     """Under torchrun there is no MPI launcher: mpi declines, everything else works."""
     out = run_torchrun(2, "api_worker.py", "--backends", "gloo,auto", "--dtypes",

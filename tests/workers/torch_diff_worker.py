@@ -1,0 +1,147 @@
+"""Every collective through torch.distributed and through mcr.comm on the same inputs: shapes
+(0-d, empty, 1- to 3-D), ten dtypes (bool to complex), ops of both forms. Each case must give
+the same bits both ways, or fail both ways (the first case that does not ends the run); mcr may
+be more lenient than torch, never less, except where a forced library other than Gloo declines
+with BackendUnavailable (MPI has no half-precision or bool reductions). torch's side runs on the
+world group torch.distributed was started with (Gloo). Prints `rank R: DIFF OK <cases>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Callable
+
+import torch
+import torch.distributed as tdist
+
+import mcr.comm as dist
+from mcr.errors import BackendUnavailable
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--backends", default="gloo,auto", help="mcr's side: forced libraries or auto")
+args = ap.parse_args()
+dist.init_distributed(verbose=False)
+r, n = dist.get_rank(), dist.get_world_size()
+SHAPES = [(), (0,), (1,), (4,), (2, 3), (2, 0, 3), (3, 1, 2)]
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int32, torch.int64, torch.bool, torch.complex64]
+Case = Callable[[object, str | None], list[torch.Tensor]]
+
+
+def data(shape: tuple[int, ...], dtype: torch.dtype, rank: int, salt: int) -> torch.Tensor:
+    """Small integers (exact sums in every dtype and order) shaped and typed as asked."""
+    g = torch.Generator().manual_seed(rank * 1000 + salt)
+    t = torch.randint(-3, 4, shape, generator=g)
+    if dtype == torch.bool:
+        return t > 0
+    if dtype == torch.uint8:
+        return t.abs().to(dtype)
+    if dtype.is_complex:
+        return torch.complex(t.float(), 2 * t.float()).to(dtype)
+    return t.to(dtype)
+
+
+def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
+    """op name -> call(lib, backend) returning what this rank ends up holding. lib is
+    torch.distributed or mcr.comm; the backend keyword goes to mcr only."""
+    def kw(lib: object, be: str | None) -> dict[str, object]:
+        return {"backend": be} if lib is dist else {}
+    stacked = torch.cat([x] * n) if x.dim() else None    # n copies along dim 0
+    root = n - 1
+
+    def all_reduce(lib, be, op=tdist.ReduceOp.SUM):  # noqa: ANN001, ANN202
+        t = x.clone()
+        lib.all_reduce(t, op=op, **kw(lib, be))
+        return [t]
+
+    def all_gather(lib, be):  # noqa: ANN001, ANN202
+        lst = [torch.zeros_like(x) for _ in range(n)]
+        lib.all_gather(lst, x, **kw(lib, be))
+        return lst
+
+    def all_gather_into_tensor(lib, be):  # noqa: ANN001, ANN202
+        out = torch.zeros((n * x.numel(),), dtype=x.dtype)
+        lib.all_gather_into_tensor(out, x, **kw(lib, be))
+        return [out]
+
+    def broadcast(lib, be):  # noqa: ANN001, ANN202
+        t = x.clone()
+        lib.broadcast(t, root, **kw(lib, be))
+        return [t]
+
+    def reduce(lib, be):  # noqa: ANN001, ANN202
+        t = x.clone()
+        lib.reduce(t, 0, **kw(lib, be))
+        return [t] if r == 0 else []
+
+    def reduce_scatter_tensor(lib, be):  # noqa: ANN001, ANN202
+        out = torch.zeros_like(x)
+        lib.reduce_scatter_tensor(out, stacked, **kw(lib, be))
+        return [out]
+
+    def all_to_all_single(lib, be):  # noqa: ANN001, ANN202
+        out = torch.zeros_like(stacked)
+        lib.all_to_all_single(out, stacked, **kw(lib, be))
+        return [out]
+
+    def all_to_all(lib, be):  # noqa: ANN001, ANN202
+        outs = [torch.zeros_like(x) for _ in range(n)]
+        lib.all_to_all(outs, [p.clone() for p in per_rank], **kw(lib, be))
+        return outs
+
+    def gather(lib, be):  # noqa: ANN001, ANN202
+        got = [torch.zeros_like(x) for _ in range(n)] if r == root else None
+        lib.gather(x, got, root, **kw(lib, be))
+        return got or []
+
+    def scatter(lib, be):  # noqa: ANN001, ANN202
+        t = torch.zeros_like(x)
+        lib.scatter(t, [p.clone() for p in per_rank] if r == root else None, root,
+                    **kw(lib, be))
+        return [t]
+
+    out: dict[str, Case] = {
+        "all_reduce": all_reduce,
+        "all_reduce max": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MAX),
+        "all_gather": all_gather, "all_gather_into_tensor": all_gather_into_tensor,
+        "broadcast": broadcast, "reduce": reduce, "all_to_all": all_to_all, "gather": gather,
+        "scatter": scatter}
+    if stacked is not None:
+        out.update(reduce_scatter_tensor=reduce_scatter_tensor,
+                   all_to_all_single=all_to_all_single)
+    return out
+
+
+def outcome(call: Callable[[], list[torch.Tensor]]) -> tuple[str, object]:
+    try:
+        return "ok", call()
+    except Exception as e:  # noqa: BLE001 - any failure is an outcome to compare
+        return "error", e
+
+
+def fail(msg: str) -> None:
+    """At the first difference: a case that failed on one rank only leaves its peers in the
+    call, so going on could hang; raising ends the job (mcr's abort hook, or a closed peer)."""
+    raise AssertionError(f"rank {r}: {msg}")
+
+
+count = 0
+for salt, (shape, dtype) in enumerate(itertools.product(SHAPES, DTYPES)):
+    x = data(shape, dtype, r, salt)
+    per_rank = [data(shape, dtype, r * n + q, salt) for q in range(n)]
+    for name, case in cases(x, per_rank).items():
+        want = outcome(lambda: case(tdist, None))
+        for be in args.backends.split(","):
+            count += 1
+            got = outcome(lambda: case(dist, None if be == "auto" else be))
+            what = f"{name} {dtype} {shape} backend {be}"
+            if got[0] == "error":
+                declined = be not in ("gloo", "auto") and isinstance(got[1], BackendUnavailable)
+                if want[0] == "ok" and not declined:
+                    fail(f"{what}: torch served it, mcr raised {got[1]!r}")
+            elif want[0] == "ok" and not all(
+                    a.shape == b.shape and torch.equal(a, b) for a, b in zip(got[1], want[1])):
+                fail(f"{what}: differs from torch: {got[1]} vs {want[1]}")
+print(f"rank {r}: DIFF OK {count}", flush=True)
+dist.destroy_process_group()
