@@ -64,6 +64,17 @@ def test_api_gpu_nccl_mpi():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
+def test_same_results_as_torch_nccl_for_every_shape_and_dtype():
+    """The same comparison on GPU tensors against torch's NCCL: NCCL, MPI, sdma and symm
+    forced (each may decline what it does not serve, with BackendUnavailable) and auto."""
+    n = gpus()
+    out = run_mpi(n, "torch_diff_worker.py", "--device", "cuda", "--backends",
+                  "nccl,mpi,sdma,symm,auto", env={"MCR_TIMEOUT_S": "60"})
+    _ok(out, n, "DIFF OK")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
 def test_random_gpu_nccl_mpi():
     n = gpus()
     out = run_mpi(n, "random_worker.py", "--device", "cuda", "--backends", "nccl,mpi")

@@ -1,9 +1,10 @@
 """Every collective through torch.distributed and through mcr.comm on the same inputs: shapes
 (0-d, empty, 1- to 3-D), ten dtypes (bool to complex), ops of both forms. Each case must give
 the same bits both ways, or fail both ways (the first case that does not ends the run); mcr may
-be more lenient than torch, never less, except where a forced library other than Gloo declines
-with BackendUnavailable (MPI has no half-precision or bool reductions). torch's side runs on the
-world group torch.distributed was started with (Gloo). Prints `rank R: DIFF OK <cases>`.
+be more lenient than torch, never less, except where a forced library other than torch's own
+declines with BackendUnavailable (MPI has no half-precision or bool reductions). torch's side
+runs on the world group torch.distributed was started with (Gloo; with --device cuda, NCCL for
+GPU tensors). Prints `rank R: DIFF OK <cases>`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from mcr.errors import BackendUnavailable
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--backends", default="gloo,auto", help="mcr's side: forced libraries or auto")
+ap.add_argument("--device", default="cpu", help="cuda: GPU tensors, torch's side on NCCL")
 args = ap.parse_args()
 dist.init_distributed(verbose=False)
 r, n = dist.get_rank(), dist.get_world_size()
+if args.device == "cuda":
+    torch.cuda.set_device(dist.get_local_rank())
+REF = "nccl" if args.device == "cuda" else "gloo"   # torch's library: mcr's must serve alike
 SHAPES = [(), (0,), (1,), (4,), (2, 3), (2, 0, 3), (3, 1, 2)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -34,12 +39,12 @@ def data(shape: tuple[int, ...], dtype: torch.dtype, rank: int, salt: int) -> to
     g = torch.Generator().manual_seed(rank * 1000 + salt)
     t = torch.randint(-3, 4, shape, generator=g)
     if dtype == torch.bool:
-        return t > 0
+        return (t > 0).to(args.device)
     if dtype == torch.uint8:
-        return t.abs().to(dtype)
+        return t.abs().to(dtype).to(args.device)
     if dtype.is_complex:
-        return torch.complex(t.float(), 2 * t.float()).to(dtype)
-    return t.to(dtype)
+        return torch.complex(t.float(), 2 * t.float()).to(dtype).to(args.device)
+    return t.to(dtype).to(args.device)
 
 
 def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
@@ -61,7 +66,7 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
         return lst
 
     def all_gather_into_tensor(lib, be):  # noqa: ANN001, ANN202
-        out = torch.zeros((n * x.numel(),), dtype=x.dtype)
+        out = torch.zeros((n * x.numel(),), dtype=x.dtype, device=x.device)
         lib.all_gather_into_tensor(out, x, **kw(lib, be))
         return [out]
 
@@ -137,7 +142,7 @@ for salt, (shape, dtype) in enumerate(itertools.product(SHAPES, DTYPES)):
             got = outcome(lambda: case(dist, None if be == "auto" else be))
             what = f"{name} {dtype} {shape} backend {be}"
             if got[0] == "error":
-                declined = be not in ("gloo", "auto") and isinstance(got[1], BackendUnavailable)
+                declined = be not in (REF, "auto") and isinstance(got[1], BackendUnavailable)
                 if want[0] == "ok" and not declined:
                     fail(f"{what}: torch served it, mcr raised {got[1]!r}")
             elif want[0] == "ok" and not all(
