@@ -36,6 +36,18 @@ def test_sdma_declines_by_key() -> None:
     assert be.decline(_key("all_gather", 64), g) == "ranks span 2 hosts"
 
 
+def test_nccl_takes_bool_reductions_as_torch_does() -> None:
+    """torch's NCCL reduces bool tensors (sum as max, an or), so mcr's nccl must not decline
+    them (found by torch_diff_worker on one H100); bitwise ops and AVG of bool it cannot."""
+    from mcr.backends.nccl import NcclBackend
+    be, R = NcclBackend(), tdist.ReduceOp
+    for op in (R.SUM, R.MAX, R.MIN, R.PRODUCT):
+        assert be.decline_key(_key("all_reduce", 64, torch.bool, redop=op)) is None, op
+    assert "sum, max, min or product" in be.decline_key(_key("all_reduce", 64, torch.bool,
+                                                              redop=R.AVG))
+    assert "bitwise" in be.decline_key(_key("all_reduce", 64, torch.int32, redop=R.BOR))
+
+
 @pytest.mark.parametrize("raw,msg", [("-1", "0 or more"), ("many", "not an integer")])
 def test_sdma_graphs_env_is_checked(monkeypatch: pytest.MonkeyPatch, raw: str, msg: str) -> None:
     """A bad MCR_SDMA_GRAPHS is refused by name at init, not silently replaced."""

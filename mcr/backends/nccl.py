@@ -13,6 +13,8 @@ from .base import STREAM
 from .torch_pg import TorchPGBackend
 
 _BITWISE = (tdist.ReduceOp.BAND, tdist.ReduceOp.BOR, tdist.ReduceOp.BXOR)
+# torch sends bool as uint8 and maps SUM to MAX (an or); MIN and PRODUCT are an and.
+_BOOL_OK = (tdist.ReduceOp.SUM, tdist.ReduceOp.MAX, tdist.ReduceOp.MIN, tdist.ReduceOp.PRODUCT)
 
 
 class NcclBackend(TorchPGBackend):
@@ -31,12 +33,13 @@ class NcclBackend(TorchPGBackend):
         return spec.torch_group("nccl")
 
     def decline_key(self, key: CallKey) -> str | None:
-        """NCCL serves CUDA tensors (and barriers); it has no bitwise or bool reductions."""
+        """NCCL serves CUDA tensors (and barriers); it has no bitwise reductions, and bool
+        ones only as torch makes them (sum, max, min, product)."""
         if key.device != "cuda" and key.op not in DEVICELESS:
             return f"nccl serves CUDA tensors only, not {key.device}"
         if key.redop is not None:
             if key.redop in _BITWISE:
                 return "nccl has no bitwise reductions"
-            if key.dtype == torch.bool:
-                return "nccl has no bool reductions"
+            if key.dtype == torch.bool and key.redop not in _BOOL_OK:
+                return "nccl reduces bool tensors by sum, max, min or product only"
         return None
