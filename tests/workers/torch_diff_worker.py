@@ -85,6 +85,11 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
         lib.reduce_scatter_tensor(out, stacked, **kw(lib, be))
         return [out]
 
+    def reduce_scatter(lib, be):  # noqa: ANN001, ANN202
+        out = torch.zeros_like(x)
+        lib.reduce_scatter(out, [p.clone() for p in per_rank], **kw(lib, be))
+        return [out]
+
     def all_to_all_single(lib, be):  # noqa: ANN001, ANN202
         out = torch.zeros_like(stacked)
         lib.all_to_all_single(out, stacked, **kw(lib, be))
@@ -109,9 +114,12 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
     out: dict[str, Case] = {
         "all_reduce": all_reduce,
         "all_reduce max": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MAX),
+        "all_reduce min": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MIN),
+        "all_reduce product": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.PRODUCT),
+        "all_reduce avg": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.AVG),
         "all_gather": all_gather, "all_gather_into_tensor": all_gather_into_tensor,
-        "broadcast": broadcast, "reduce": reduce, "all_to_all": all_to_all, "gather": gather,
-        "scatter": scatter}
+        "broadcast": broadcast, "reduce": reduce, "reduce_scatter": reduce_scatter,
+        "all_to_all": all_to_all, "gather": gather, "scatter": scatter}
     if stacked is not None:
         out.update(reduce_scatter_tensor=reduce_scatter_tensor,
                    all_to_all_single=all_to_all_single)
