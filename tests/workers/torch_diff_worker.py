@@ -1,10 +1,10 @@
 """Every collective through torch.distributed and through mcr.comm on the same inputs: shapes
-(0-d, empty, 1- to 3-D), ten dtypes (bool to complex), ops of both forms. Each case must give
-the same bits both ways, or fail both ways (the first case that does not ends the run); mcr may
-be more lenient than torch, never less, except where a forced library other than torch's own
-declines with BackendUnavailable (MPI has no half-precision or bool reductions). torch's side
-runs on the world group torch.distributed was started with (Gloo; with --device cuda, NCCL for
-GPU tensors). Prints `rank R: DIFF OK <cases>`.
+(0-d, empty, 1- to 3-D), ten dtypes (bool to complex), collectives of both forms and
+point-to-point. Each case must give the same bits both ways, or fail both ways (the first case
+that does not ends the run); mcr may be more lenient than torch, never less, except where a
+forced library other than torch's own declines with BackendUnavailable (MPI has no
+half-precision or bool reductions). torch's side runs on the world group torch.distributed was
+started with (Gloo; with --device cuda, NCCL for GPU tensors). Prints `rank R: DIFF OK <n>`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,26 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
                     **kw(lib, be))
         return [t]
 
+    def ring(lib, be):  # noqa: ANN001, ANN202
+        """Each rank sends x to the next and receives the previous one's, in one batch."""
+        got = torch.zeros_like(x)
+        p2p = lib.P2POp if lib is tdist else dist.P2POp
+        ops = [p2p(lib.isend, x, (r + 1) % n), p2p(lib.irecv, got, (r - 1) % n)]
+        for w in lib.batch_isend_irecv(ops):
+            w.wait()
+        return [got]
+
+    def send_recv(lib, be):  # noqa: ANN001, ANN202
+        """Rank 0 sends to rank 1, blocking."""
+        got = torch.zeros_like(x)
+        if r == 0:
+            lib.send(x, 1, **kw(lib, be))
+        elif r == 1:
+            lib.recv(got, 0, **kw(lib, be))
+        return [got]
+
     out: dict[str, Case] = {
+        "send/recv": send_recv, "batch_isend_irecv ring": ring,
         "all_reduce": all_reduce,
         "all_reduce max": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MAX),
         "all_reduce min": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MIN),
