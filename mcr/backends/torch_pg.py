@@ -44,7 +44,8 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 def _flat(t: torch.Tensor) -> torch.Tensor:
     """A contiguous t as one dimension: Gloo wants each output block shaped like the input,
     and mcr takes any shapes of the right element counts, as NCCL does."""
-    return _real(t).view(-1)
+    # The hot callers (ZeRO-3, FSDP2) pass flat buffers already: a view costs ~0.7 us.
+    return t if t.dim() == 1 and not t.is_complex() else _real(t).view(-1)
 
 
 # The hot ops call the ProcessGroup itself, as torch.distributed's functions do after their
