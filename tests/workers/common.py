@@ -100,4 +100,4 @@ def same_losses(rank: int, plain: list[float], ours: list[float], rtol: float = 
     """Equal losses step by step (within rtol; 0: bit for bit), all finite."""
     diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, ours)) if abs(a - b) > rtol * abs(a)]
     assert not diff, f"rank {rank}: losses differ (rtol {rtol}) at steps {diff[:5]}"
-    assert len(plain) == len(ours) and all(np.isfinite(ours)), (plain, ours)
+    assert len(plain) == len(ours) and all(np.isfinite(plain + ours)), (plain, ours)
