@@ -46,6 +46,17 @@ def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n
     _ok(out, n, "DIFF OK")
 
 
+@pytest.mark.parametrize("backend", ["", "mpi"])
+def test_same_results_as_deepspeed_comm_for_every_shape_and_dtype(backend):
+    """The same through deepspeed.comm: DeepSpeed's own functions against the ones
+    mcr.integrations.deepspeed.install() puts there (MCR_BACKEND=mpi: mcr's MPI where it
+    serves, its fallback where MPI has no such reduction)."""
+    pytest.importorskip("deepspeed", reason="pip install deepspeed (DS_BUILD_OPS=0)")
+    out = run_mpi(2, "torch_diff_worker.py", "--api", "deepspeed", "--backends", "auto",
+                  env={"MCR_TIMEOUT_S": "60", "MCR_BACKEND": backend})
+    _ok(out, 2, "DIFF OK")
+
+
 def test_torchrun_launch_gloo_only():
     """Under torchrun there is no MPI launcher: mpi declines, everything else works."""
     out = run_torchrun(2, "api_worker.py", "--backends", "gloo,auto", "--dtypes",

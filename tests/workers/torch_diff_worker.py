@@ -4,7 +4,10 @@ point-to-point. Each case must give the same bits both ways, or fail both ways (
 that does not ends the run); mcr may be more lenient than torch, never less, except where a
 forced library other than torch's own declines with BackendUnavailable (MPI has no
 half-precision or bool reductions). torch's side runs on the world group torch.distributed was
-started with (Gloo; with --device cuda, NCCL for GPU tensors). Prints `rank R: DIFF OK <n>`.
+started with (Gloo; with --device cuda, NCCL for GPU tensors). --api deepspeed compares
+DeepSpeed's own deepspeed.comm functions with the ones mcr's install() puts there, adding
+DeepSpeed's own names (allgather_fn, reduce_scatter_fn, all_reduce_coalesced). Prints
+`rank R: DIFF OK <n>`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import torch
 import torch.distributed as tdist
@@ -22,12 +26,40 @@ from mcr.errors import BackendUnavailable
 ap = argparse.ArgumentParser()
 ap.add_argument("--backends", default="gloo,auto", help="mcr's side: forced libraries or auto")
 ap.add_argument("--device", default="cpu", help="cuda: GPU tensors, torch's side on NCCL")
+ap.add_argument("--api", default="torch", choices=("torch", "deepspeed"),
+                help="deepspeed: DeepSpeed's own deepspeed.comm functions against the same "
+                     "names once mcr.integrations.deepspeed.install() replaced them (MCR_BACKEND "
+                     "picks mcr's library; --backends must be auto)")
 args = ap.parse_args()
 dist.init_distributed(verbose=False)
 r, n = dist.get_rank(), dist.get_world_size()
 if args.device == "cuda":
     torch.cuda.set_device(dist.get_local_rank())
 REF = "nccl" if args.device == "cuda" else "gloo"   # torch's library: mcr's must serve alike
+
+
+def sides() -> tuple[object, object]:
+    """(the reference API, mcr's): torch.distributed and mcr.comm, or DeepSpeed's
+    deepspeed.comm functions before and after install()."""
+    if args.api == "torch":
+        return tdist, dist
+    import os
+    os.environ.setdefault("DS_ACCELERATOR", args.device)
+    import deepspeed.comm as ds
+
+    import mcr.integrations.deepspeed as mcr_ds
+    ds.init_distributed(REF)     # on the torch.distributed that mcr started
+    names = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce",
+             "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all",
+             "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
+             "allgather_fn", "reduce_scatter_fn", "all_reduce_coalesced")
+    plain = SimpleNamespace(ReduceOp=ds.ReduceOp, P2POp=ds.P2POp,
+                            **{k: getattr(ds, k) for k in names})
+    mcr_ds.install()
+    return plain, ds
+
+
+REFERENCE, OURS = sides()
 SHAPES = [(), (0,), (1,), (4,), (2, 3), (2, 0, 3), (3, 1, 2)]
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
           torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -48,26 +80,31 @@ def data(shape: tuple[int, ...], dtype: torch.dtype, rank: int, salt: int) -> to
 
 
 def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
-    """op name -> call(lib, backend) returning what this rank ends up holding. lib is
-    torch.distributed or mcr.comm; the backend keyword goes to mcr only."""
+    """op name -> call(lib, backend) returning what this rank ends up holding. lib is one of
+    sides(); the backend keyword goes to mcr.comm only."""
     def kw(lib: object, be: str | None) -> dict[str, object]:
         return {"backend": be} if lib is dist else {}
     stacked = torch.cat([x] * n) if x.dim() else None    # n copies along dim 0
     root = n - 1
 
-    def all_reduce(lib, be, op=tdist.ReduceOp.SUM):  # noqa: ANN001, ANN202
+    def all_reduce(lib, be, op="SUM"):  # noqa: ANN001, ANN202
         t = x.clone()
-        lib.all_reduce(t, op=op, **kw(lib, be))
+        lib.all_reduce(t, op=getattr(lib.ReduceOp, op), **kw(lib, be))
         return [t]
+
+    def all_reduce_coalesced(lib, be):  # noqa: ANN001, ANN202
+        ts = [x.clone(), x.clone() * 2]
+        lib.all_reduce_coalesced(ts, op=lib.ReduceOp.SUM, **kw(lib, be))
+        return ts
 
     def all_gather(lib, be):  # noqa: ANN001, ANN202
         lst = [torch.zeros_like(x) for _ in range(n)]
         lib.all_gather(lst, x, **kw(lib, be))
         return lst
 
-    def all_gather_into_tensor(lib, be):  # noqa: ANN001, ANN202
+    def all_gather_into_tensor(lib, be, fn="all_gather_into_tensor"):  # noqa: ANN001, ANN202
         out = torch.zeros((n * x.numel(),), dtype=x.dtype, device=x.device)
-        lib.all_gather_into_tensor(out, x, **kw(lib, be))
+        getattr(lib, fn)(out, x, **kw(lib, be))
         return [out]
 
     def broadcast(lib, be):  # noqa: ANN001, ANN202
@@ -80,9 +117,9 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
         lib.reduce(t, 0, **kw(lib, be))
         return [t] if r == 0 else []
 
-    def reduce_scatter_tensor(lib, be):  # noqa: ANN001, ANN202
+    def reduce_scatter_tensor(lib, be, fn="reduce_scatter_tensor"):  # noqa: ANN001, ANN202
         out = torch.zeros_like(x)
-        lib.reduce_scatter_tensor(out, stacked, **kw(lib, be))
+        getattr(lib, fn)(out, stacked, **kw(lib, be))
         return [out]
 
     def reduce_scatter(lib, be):  # noqa: ANN001, ANN202
@@ -114,8 +151,7 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
     def ring(lib, be):  # noqa: ANN001, ANN202
         """Each rank sends x to the next and receives the previous one's, in one batch."""
         got = torch.zeros_like(x)
-        p2p = lib.P2POp if lib is tdist else dist.P2POp
-        ops = [p2p(lib.isend, x, (r + 1) % n), p2p(lib.irecv, got, (r - 1) % n)]
+        ops = [lib.P2POp(lib.isend, x, (r + 1) % n), lib.P2POp(lib.irecv, got, (r - 1) % n)]
         for w in lib.batch_isend_irecv(ops):
             w.wait()
         return [got]
@@ -131,10 +167,10 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
 
     out: dict[str, Case] = {
         "all_reduce": all_reduce,
-        "all_reduce max": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MAX),
-        "all_reduce min": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.MIN),
-        "all_reduce product": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.PRODUCT),
-        "all_reduce avg": lambda lib, be: all_reduce(lib, be, tdist.ReduceOp.AVG),
+        "all_reduce max": lambda lib, be: all_reduce(lib, be, "MAX"),
+        "all_reduce min": lambda lib, be: all_reduce(lib, be, "MIN"),
+        "all_reduce product": lambda lib, be: all_reduce(lib, be, "PRODUCT"),
+        "all_reduce avg": lambda lib, be: all_reduce(lib, be, "AVG"),
         "all_gather": all_gather, "all_gather_into_tensor": all_gather_into_tensor,
         "broadcast": broadcast, "reduce": reduce, "reduce_scatter": reduce_scatter,
         "all_to_all": all_to_all, "gather": gather, "scatter": scatter}
@@ -143,6 +179,13 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
     if stacked is not None:
         out.update(reduce_scatter_tensor=reduce_scatter_tensor,
                    all_to_all_single=all_to_all_single)
+    if args.api == "deepspeed":   # DeepSpeed's own names and helpers
+        out.update({
+            "allgather_fn": lambda lib, be: all_gather_into_tensor(lib, be, "allgather_fn"),
+            "all_reduce_coalesced": all_reduce_coalesced})
+        if stacked is not None:
+            out["reduce_scatter_fn"] = lambda lib, be: reduce_scatter_tensor(
+                lib, be, "reduce_scatter_fn")
     return out
 
 
@@ -164,10 +207,10 @@ for salt, (shape, dtype) in enumerate(itertools.product(SHAPES, DTYPES)):
     x = data(shape, dtype, r, salt)
     per_rank = [data(shape, dtype, r * n + q, salt) for q in range(n)]
     for name, case in cases(x, per_rank).items():
-        want = outcome(lambda: case(tdist, None))
+        want = outcome(lambda: case(REFERENCE, None))
         for be in args.backends.split(","):
             count += 1
-            got = outcome(lambda: case(dist, None if be == "auto" else be))
+            got = outcome(lambda: case(OURS, None if be == "auto" else be))
             what = f"{name} {dtype} {shape} backend {be}"
             if got[0] == "error":
                 declined = be not in (REF, "auto") and isinstance(got[1], BackendUnavailable)
