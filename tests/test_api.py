@@ -35,14 +35,15 @@ def test_random_mpi_blocking_and_nonblocking_forms():
                 "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")
 
 
-@pytest.mark.parametrize("launcher, n", [("mpi", 2), ("mpi", 3), ("torchrun", 2)])
-def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n):
+@pytest.mark.parametrize("launcher, n, extra", [
+    ("mpi", 2, ()), ("mpi", 2, ("--async",)), ("mpi", 3, ()), ("torchrun", 2, ("--async",))])
+def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n, extra):
     """Each collective through torch.distributed and through mcr on the same inputs (0-d,
-    empty and 1- to 3-D tensors, bool to complex): equal bits, or an error from both (a 0-d
-    all_gather and 2-D gathers on Gloo raised through mcr only, before)."""
+    empty and 1- to 3-D tensors, bool to complex), sync or async: equal bits, or an error from
+    both (a 0-d all_gather and 2-D gathers on Gloo raised through mcr only, before)."""
     env = {"MCR_TIMEOUT_S": "60"}   # a case failing on one rank ends the run; this backs it up
-    out = run_mpi(n, "torch_diff_worker.py", "--backends", "gloo,mpi,auto", env=env) \
-        if launcher == "mpi" else run_torchrun(n, "torch_diff_worker.py", env=env)
+    out = run_mpi(n, "torch_diff_worker.py", "--backends", "gloo,mpi,auto", *extra, env=env) \
+        if launcher == "mpi" else run_torchrun(n, "torch_diff_worker.py", *extra, env=env)
     _ok(out, n, "DIFF OK")
 
 
@@ -79,9 +80,10 @@ def test_same_results_as_torch_nccl_for_every_shape_and_dtype():
     """The same comparison on GPU tensors against torch's NCCL: NCCL, MPI, sdma and symm
     forced (each may decline what it does not serve, with BackendUnavailable) and auto."""
     n = gpus()
-    out = run_mpi(n, "torch_diff_worker.py", "--device", "cuda", "--backends",
-                  "nccl,mpi,sdma,symm,auto", env={"MCR_TIMEOUT_S": "60"})
-    _ok(out, n, "DIFF OK")
+    for extra in ((), ("--async",)):
+        out = run_mpi(n, "torch_diff_worker.py", "--device", "cuda", "--backends",
+                      "nccl,mpi,sdma,symm,auto", *extra, env={"MCR_TIMEOUT_S": "60"})
+        _ok(out, n, "DIFF OK")
 
 
 @pytest.mark.gpu

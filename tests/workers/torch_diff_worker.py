@@ -26,6 +26,8 @@ from mcr.errors import BackendUnavailable
 ap = argparse.ArgumentParser()
 ap.add_argument("--backends", default="gloo,auto", help="mcr's side: forced libraries or auto")
 ap.add_argument("--device", default="cpu", help="cuda: GPU tensors, torch's side on NCCL")
+ap.add_argument("--async", dest="async_op", action="store_true",
+                help="collectives with async_op=True, waited on before their results are read")
 ap.add_argument("--api", default="torch", choices=("torch", "deepspeed"),
                 help="deepspeed: DeepSpeed's own deepspeed.comm functions against the same "
                      "names once mcr.integrations.deepspeed.install() replaced them (MCR_BACKEND "
@@ -84,68 +86,72 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
     sides(); the backend keyword goes to mcr.comm only."""
     def kw(lib: object, be: str | None) -> dict[str, object]:
         return {"backend": be} if lib is dist else {}
+
+    def coll(lib: object, be: str | None) -> dict[str, object]:
+        """A collective's keywords: with --async, async_op and a wait on what it returns."""
+        return dict(kw(lib, be), async_op=True) if args.async_op else kw(lib, be)
     stacked = torch.cat([x] * n) if x.dim() else None    # n copies along dim 0
     root = n - 1
 
     def all_reduce(lib, be, op="SUM"):  # noqa: ANN001, ANN202
         t = x.clone()
-        lib.all_reduce(t, op=getattr(lib.ReduceOp, op), **kw(lib, be))
+        done(lib.all_reduce(t, op=getattr(lib.ReduceOp, op), **coll(lib, be)))
         return [t]
 
     def all_reduce_coalesced(lib, be):  # noqa: ANN001, ANN202
         ts = [x.clone(), x.clone() * 2]
-        lib.all_reduce_coalesced(ts, op=lib.ReduceOp.SUM, **kw(lib, be))
+        done(lib.all_reduce_coalesced(ts, op=lib.ReduceOp.SUM, **coll(lib, be)))
         return ts
 
     def all_gather(lib, be):  # noqa: ANN001, ANN202
         lst = [torch.zeros_like(x) for _ in range(n)]
-        lib.all_gather(lst, x, **kw(lib, be))
+        done(lib.all_gather(lst, x, **coll(lib, be)))
         return lst
 
     def all_gather_into_tensor(lib, be, fn="all_gather_into_tensor"):  # noqa: ANN001, ANN202
         out = torch.zeros((n * x.numel(),), dtype=x.dtype, device=x.device)
-        getattr(lib, fn)(out, x, **kw(lib, be))
+        done(getattr(lib, fn)(out, x, **coll(lib, be)))
         return [out]
 
     def broadcast(lib, be):  # noqa: ANN001, ANN202
         t = x.clone()
-        lib.broadcast(t, root, **kw(lib, be))
+        done(lib.broadcast(t, root, **coll(lib, be)))
         return [t]
 
     def reduce(lib, be):  # noqa: ANN001, ANN202
         t = x.clone()
-        lib.reduce(t, 0, **kw(lib, be))
+        done(lib.reduce(t, 0, **coll(lib, be)))
         return [t] if r == 0 else []
 
     def reduce_scatter_tensor(lib, be, fn="reduce_scatter_tensor"):  # noqa: ANN001, ANN202
         out = torch.zeros_like(x)
-        getattr(lib, fn)(out, stacked, **kw(lib, be))
+        done(getattr(lib, fn)(out, stacked, **coll(lib, be)))
         return [out]
 
     def reduce_scatter(lib, be):  # noqa: ANN001, ANN202
         out = torch.zeros_like(x)
-        lib.reduce_scatter(out, [p.clone() for p in per_rank], **kw(lib, be))
+        done(lib.reduce_scatter(out, [p.clone() for p in per_rank], **coll(lib, be)))
         return [out]
 
     def all_to_all_single(lib, be):  # noqa: ANN001, ANN202
         out = torch.zeros_like(stacked)
-        lib.all_to_all_single(out, stacked, **kw(lib, be))
+        done(lib.all_to_all_single(out, stacked, **coll(lib, be)))
         return [out]
 
     def all_to_all(lib, be):  # noqa: ANN001, ANN202
         outs = [torch.zeros_like(x) for _ in range(n)]
-        lib.all_to_all(outs, [p.clone() for p in per_rank], **kw(lib, be))
+        done(lib.all_to_all(outs, [p.clone() for p in per_rank], **coll(lib, be)))
         return outs
 
     def gather(lib, be):  # noqa: ANN001, ANN202
         got = [torch.zeros_like(x) for _ in range(n)] if r == root else None
-        lib.gather(x, got, root, **kw(lib, be))
+        done(lib.gather(x, got, root, **coll(lib, be)))
         return got or []
 
     def scatter(lib, be):  # noqa: ANN001, ANN202
         t = torch.zeros_like(x)
-        lib.scatter(t, [p.clone() for p in per_rank] if r == root else None, root,
-                    **kw(lib, be))
+        done(lib.scatter(t, [p.clone() for p in per_rank] if r == root else None, root,
+                         **coll(lib, be)))
         return [t]
 
     def ring(lib, be):  # noqa: ANN001, ANN202
@@ -187,6 +193,14 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
             out["reduce_scatter_fn"] = lambda lib, be: reduce_scatter_tensor(
                 lib, be, "reduce_scatter_fn")
     return out
+
+
+def done(work: object) -> None:
+    """Wait on an async call's Work (a sync call returns None)."""
+    if work is not None:
+        work.wait()
+        if args.device == "cuda":   # a stream-ordered wait orders only the caller's stream
+            torch.cuda.synchronize()
 
 
 def outcome(call: Callable[[], list[torch.Tensor]]) -> tuple[str, object]:
