@@ -35,13 +35,16 @@ def test_random_mpi_blocking_and_nonblocking_forms():
                 "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")
 
 
-@pytest.mark.parametrize("launcher, n, extra", [
-    ("mpi", 2, ()), ("mpi", 2, ("--async",)), ("mpi", 3, ()), ("torchrun", 2, ("--async",))])
-def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n, extra):
+@pytest.mark.parametrize("launcher, n, extra, check", [
+    ("mpi", 2, (), "0"), ("mpi", 2, ("--async",), "0"), ("mpi", 3, (), "0"),
+    ("mpi", 3, (), "1"), ("torchrun", 2, ("--async",), "0")])
+def test_same_results_as_torch_distributed_for_every_shape_and_dtype(launcher, n, extra, check):
     """Each collective through torch.distributed and through mcr on the same inputs (0-d,
     empty and 1- to 3-D tensors, bool to complex), sync or async: equal bits, or an error from
-    both (a 0-d all_gather and 2-D gathers on Gloo raised through mcr only, before)."""
-    env = {"MCR_TIMEOUT_S": "60"}   # a case failing on one rank ends the run; this backs it up
+    both (a 0-d all_gather and 2-D gathers on Gloo raised through mcr only, before). With
+    MCR_CHECK=1 on 3 ranks, a send from rank 0 to 1 hung: the check compared it across all 3."""
+    # A case failing on one rank ends the run; the timeout backs that up.
+    env = {"MCR_TIMEOUT_S": "60", "MCR_CHECK": check}
     out = run_mpi(n, "torch_diff_worker.py", "--backends", "gloo,mpi,auto", *extra, env=env) \
         if launcher == "mpi" else run_torchrun(n, "torch_diff_worker.py", *extra, env=env)
     _ok(out, n, "DIFF OK")
