@@ -1,10 +1,10 @@
 """Every collective through torch.distributed and through mcr.comm on the same inputs: shapes
-(0-d, empty, 1- to 3-D), ten dtypes (bool to complex), collectives of both forms and
-point-to-point. Each case must give the same bits both ways, or fail both ways (the first case
-that does not ends the run); mcr may be more lenient than torch, never less, except where a
-forced library other than torch's own declines with BackendUnavailable (MPI has no
-half-precision or bool reductions). torch's side runs on the world group torch.distributed was
-started with (Gloo; with --device cuda, NCCL for GPU tensors). --api deepspeed compares
+(0-d, empty, 1- to 3-D), ten dtypes (bool to complex), collectives of both forms, object
+collectives and point-to-point. Each case must give the same bits both ways, or fail both ways
+(the first case that does not ends the run); mcr may be more lenient than torch, never less,
+except where a forced library other than torch's own declines with BackendUnavailable (MPI has
+no half-precision or bool reductions). torch's side runs on the world group torch.distributed
+was started with (Gloo; with --device cuda, NCCL for GPU tensors). --api deepspeed compares
 DeepSpeed's own deepspeed.comm functions with the ones mcr's install() puts there, adding
 DeepSpeed's own names (allgather_fn, reduce_scatter_fn, all_reduce_coalesced). Prints
 `rank R: DIFF OK <n>`.
@@ -54,7 +54,8 @@ def sides() -> tuple[object, object]:
     names = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce",
              "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all",
              "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
-             "allgather_fn", "reduce_scatter_fn", "all_reduce_coalesced")
+             "allgather_fn", "reduce_scatter_fn", "all_reduce_coalesced", "all_gather_object",
+             "broadcast_object_list")
     plain = SimpleNamespace(ReduceOp=ds.ReduceOp, P2POp=ds.P2POp,
                             **{k: getattr(ds, k) for k in names})
     mcr_ds.install()
@@ -162,6 +163,19 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
             w.wait()
         return [got]
 
+    def all_gather_object(lib, be):  # noqa: ANN001, ANN202
+        """The tensor as a Python object, pickled and gathered."""
+        got = [None] * n
+        lib.all_gather_object(got, {"rank": r, "t": x}, **kw(lib, be))
+        assert [o["rank"] for o in got] == list(range(n)), got
+        return [o["t"] for o in got]
+
+    def broadcast_object_list(lib, be):  # noqa: ANN001, ANN202
+        objs = [x, "from root"] if r == root else [None, None]
+        lib.broadcast_object_list(objs, root, **kw(lib, be))
+        assert objs[1] == "from root", objs
+        return [objs[0]]
+
     def send_recv(lib, be):  # noqa: ANN001, ANN202
         """Rank 0 sends to rank 1, blocking."""
         got = torch.zeros_like(x)
@@ -179,7 +193,8 @@ def cases(x: torch.Tensor, per_rank: list[torch.Tensor]) -> dict[str, Case]:
         "all_reduce avg": lambda lib, be: all_reduce(lib, be, "AVG"),
         "all_gather": all_gather, "all_gather_into_tensor": all_gather_into_tensor,
         "broadcast": broadcast, "reduce": reduce, "reduce_scatter": reduce_scatter,
-        "all_to_all": all_to_all, "gather": gather, "scatter": scatter}
+        "all_to_all": all_to_all, "gather": gather, "scatter": scatter,
+        "all_gather_object": all_gather_object, "broadcast_object_list": broadcast_object_list}
     if n > 1:   # a rank's send to itself is no case to compare
         out.update({"send/recv": send_recv, "batch_isend_irecv ring": ring})
     if stacked is not None:
