@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -50,18 +51,18 @@ def test_deepspeed_env_var_routes_without_code_change():
     _summary_at_exit(out, "DEEPSPEED OK 5")
 
 
-def test_hf_trainer_deepspeed_under_deepspeeds_launcher():
+def test_hf_trainer_deepspeed_under_deepspeeds_launcher(tmp_path):
     """A Hugging Face Trainer with ZeRO-3, started by DeepSpeed's own launcher, with no line
     of mcr: MCR_DEEPSPEED=1 routes it, losses equal to the plain run's."""
     pytest.importorskip("accelerate", reason="pip install accelerate (Trainer with DeepSpeed)")
-    outs = {v: run_deepspeed(2, "hf_deepspeed_worker.py",
+    files = {v: tmp_path / f"losses_{v}.json" for v in ("0", "1")}
+    outs = {v: run_deepspeed(2, "hf_deepspeed_worker.py", str(f),
                              env={"MCR_DEEPSPEED": v, "DS_ACCELERATOR": "cpu"})
-            for v in ("0", "1")}
+            for v, f in files.items()}
     for out in outs.values():
         _ok(out, "HF OK")
-    losses = [m.group(1) if (m := re.search(r"LOSSES (\[.*\])", o)) else o[-3000:]
-              for o in outs.values()]
-    assert losses[0] == losses[1], losses
+    losses = [json.loads(f.read_text()) for f in files.values()]
+    assert len(losses[0]) == 4 and losses[0] == losses[1], losses
     assert len(re.findall(r"rank \d: SERVED", outs["1"])) == 2, outs["1"][-4000:]
 
 

@@ -2,12 +2,15 @@
 
 A 2-layer Llama from random init, saved and loaded back with `from_pretrained` under the
 ZeRO-3 config (deepspeed.zero.Init, as for a large model), 4 steps. Run once plain and once
-with MCR_DEEPSPEED=1 (the test compares the two runs' losses); rank 0 prints them at full
-precision and, with mcr, how many calls mcr served. Prints `rank R: HF OK`.
+with MCR_DEEPSPEED=1 (the test compares the two runs' losses); rank 0 writes them at full
+precision as JSON to the file named by the last argument (a file, not stdout: both ranks share
+the launcher's pipe, and under load a long write of one rank was cut by the other's) and, with
+mcr, each rank prints how many calls mcr served. Prints `rank R: HF OK`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -38,7 +41,9 @@ trainer = Trainer(model=model, args=args,
 trainer.train()
 rank = int(os.environ["RANK"])
 if rank == 0:
-    print("LOSSES", [h["loss"] for h in trainer.state.log_history if "loss" in h], flush=True)
+    # DeepSpeed's launcher puts --local_rank=N before the script's own arguments.
+    with open(sys.argv[-1], "w") as f:
+        json.dump([h["loss"] for h in trainer.state.log_history if "loss" in h], f)
 mcr_ds = sys.modules.get("mcr.integrations.deepspeed")
 if os.environ.get("MCR_DEEPSPEED") == "1":
     assert mcr_ds is not None and mcr_ds.installed(), "MCR_DEEPSPEED=1 did not install mcr"
