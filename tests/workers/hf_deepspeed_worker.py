@@ -3,9 +3,10 @@
 A 2-layer Llama from random init, saved and loaded back with `from_pretrained` under the
 ZeRO-3 config (deepspeed.zero.Init, as for a large model), 4 steps. Run once plain and once
 with MCR_DEEPSPEED=1 (the test compares the two runs' losses); rank 0 writes them at full
-precision as JSON to the file named by the last argument (a file, not stdout: both ranks share
-the launcher's pipe, and under load a long write of one rank was cut by the other's) and, with
-mcr, each rank prints how many calls mcr served. Prints `rank R: HF OK`.
+precision as JSON to the file named by the last argument (a file, not stdout: once, in a
+fresh-clone CI run, the printed line was missing from the pipe both ranks share with the
+launcher, likely a long buffered write cut by the other rank's) and, with mcr, each rank prints
+how many calls mcr served. Prints `rank R: HF OK`.
 """
 
 from __future__ import annotations
