@@ -200,8 +200,9 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     # Split sizes may differ by rank, so no size is known to be the same everywhere.
     o, after = writable(out)
     kind, off = buffer_of(o)
-    b = pick(O.ALL_TO_ALL, g, inp, nbytes_of(inp) if even else UNKNOWN, None, backend, kind,
-             offset=off, moved=nbytes_of(inp))
+    nb = nbytes_of(inp)
+    b = pick(O.ALL_TO_ALL, g, inp, nb if even else UNKNOWN, None, backend, kind, offset=off,
+             moved=nb)
     # Backends move flat element counts; views keep the caller's memory.
     w = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
                      sync=may_sync(async_op))
@@ -227,8 +228,8 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     out_counts, in_counts = [t.numel() for t in outs], [t.numel() for t in ins]
     flat_out = torch.empty(sum(out_counts), dtype=flat_in.dtype, device=flat_in.device)
     even = len(set(in_counts + out_counts)) == 1
-    b = pick(O.ALL_TO_ALL, g, flat_in, nbytes_of(flat_in) if even else UNKNOWN, None, backend,
-             moved=nbytes_of(flat_in))
+    nb = nbytes_of(flat_in)
+    b = pick(O.ALL_TO_ALL, g, flat_in, nb if even else UNKNOWN, None, backend, moved=nb)
 
     def split() -> None:
         for t, v in zip(outs, flat_out.split(out_counts)):
