@@ -83,13 +83,56 @@ def _split_only_from_own_kind(backend: str) -> Iterator[None]:
         world.bound_device_id = dev
 
 
+def name_count(counts: dict[str, int], name: str) -> int:
+    """How many times `name` was counted in this process before now (and count it)."""
+    n = counts[name] = counts.get(name, 0) + 1
+    return n - 1
+
+
+_members_only_made: dict[str, int] = {}
+
+
+def members_only_group(spec: Spec, backend: str, pg_options: Any = None) -> Any:
+    """A torch group of spec's ranks that only its members build, under a name of mcr's own.
+
+    torch's new_group(use_local_synchronization=True) names a group by its ranks and by how
+    many groups the calling process belongs to, so members that belong to different other
+    groups (pipeline stages, TP/DP meshes, hier's groups) pick different names and wait for
+    each other until the timeout. Here the name is the spec's, which its members agree on.
+    A world bound to a device would split an NCCL group from the world's communicator, a
+    collective over every world rank, which the non-members never join: the binding is hidden
+    while the group is made (it then initializes its own communicator at first use).
+    torch has no public way to name a group, hence its private helper (the one new_group
+    calls; same signature from torch 2.6 to 2.13).
+    """
+    if not spec.member:
+        return tdist.GroupMember.NON_GROUP_MEMBER
+    c10d = tdist.distributed_c10d
+    name = f"mcr/{spec.name}/{backend}"
+    name = f"{name}/{name_count(_members_only_made, name)}"
+    world = c10d._get_default_group()
+    dev = getattr(world, "bound_device_id", None)
+    world.bound_device_id = None
+    try:
+        pg, _ = c10d._new_process_group_helper(
+            len(spec.ranks), spec.ranks.index(spec.me), spec.ranks, backend,
+            c10d._get_default_store(), name, backend_options=pg_options, timeout=spec.timeout,
+            group_desc=name)
+    finally:
+        world.bound_device_id = dev
+    c10d._world.pg_group_ranks[pg] = {r: i for i, r in enumerate(spec.ranks)}
+    return pg
+
+
 @dataclass
 class Spec:
     """What a backend needs to build its handle for a group (Backend.bind).
 
     Three kinds of group: the world; a group mcr.comm.new_group makes (every world rank takes
     part in building it, as torch requires); and a torch group mcr did not make (`local`: only
-    its members take part, the first time mcr serves a call on it).
+    its members take part, the first time mcr serves a call on it). `name` is the same on
+    every member and differs from every other group's in the job: the groups and store keys a
+    backend makes for its own use are named after it.
     """
 
     ranks: list[int]
@@ -101,6 +144,7 @@ class Spec:
     local: bool = False
     layout: Any = None          # mcr.layout.Layout of the world (None: one node)
     tag: str = ""               # Group.tag of the group built
+    name: str = ""
     default_gpu: str = "nccl"   # Group.default_gpu of the group built
     handles: dict[str, Any] = field(default_factory=dict)   # built so far, in registry order
     notes: dict[str, str] = field(default_factory=dict)
@@ -111,12 +155,13 @@ class Spec:
         """Is this process one of the ranks?"""
         return self.me in self.ranks
 
-    def torch_group(self, backend: str, **kw: Any) -> Any:
-        """A new torch group of these ranks on `backend` (only members call it if `local`)."""
+    def torch_group(self, backend: str, pg_options: Any = None) -> Any:
+        """A new torch group of these ranks on `backend` (only members make it if `local`)."""
         if self.local:
-            kw["use_local_synchronization"] = True
+            return members_only_group(self, backend, pg_options)
         with _split_only_from_own_kind(backend):
-            return tdist.new_group(self.ranks, timeout=self.timeout, backend=backend, **kw)
+            return tdist.new_group(self.ranks, timeout=self.timeout, backend=backend,
+                                   pg_options=pg_options)
 
     def pg_backends(self) -> str:
         """torch's backend string of `pg` (`gloo`, `nccl`, `cpu:gloo,cuda:nccl`), or ''."""
@@ -130,7 +175,8 @@ class Spec:
         """The spec of a group of some of these ranks that a backend builds for itself, taken
         part in by the same processes as this one."""
         return Spec(ranks=ranks, me=self.me, world_size=self.world_size, timeout=self.timeout,
-                    cuda=self.cuda, local=self.local, layout=self.layout, tag=tag)
+                    cuda=self.cuda, local=self.local, layout=self.layout, tag=tag,
+                    name=f"{self.name}/{tag}/{'_'.join(map(str, ranks))}")
 
     def one_node(self) -> str | None:
         """Why these ranks are not one node whose GPUs all reach each other (None: they are).

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..groups import Group, Spec
+from ..groups import Group, Spec, name_count
 from ..ops import ALL_REDUCE, CallKey
 from ..work import Work
 from .base import HOST, Backend
@@ -56,19 +56,18 @@ class _Lanes:
     """A group's lane Gloo groups, made on first use by its members alone (every member makes
     its first lane call at the same point), shared by every lane count.
 
-    They are Gloo backends over the job's store under a prefix of mcr's own: torch's
-    new_group(use_local_synchronization=True) names a group by its ranks and by how many groups
-    the calling rank has made, which differs between members that made different groups before
-    (a deadlock the tuner met). Here the name is the ranks and how many lane sets of those ranks
-    this process made, which the members agree on.
+    They are Gloo backends over the job's store under a prefix named after the group's spec
+    (Spec.name, the same on every member), not torch new_group's names (see
+    groups.members_only_group).
     """
 
-    made: dict[tuple[int, ...], int] = {}   # lane sets made per rank tuple, in this process
+    made: dict[str, int] = {}   # lane sets made per spec name, in this process
 
     def __init__(self, spec: Spec) -> None:
         self.ranks, self.rank = tuple(spec.ranks), spec.ranks.index(spec.me)
         self.timeout = spec.timeout
         self.pgs: list[Any] = []
+        self.spec_name = spec.name
         self.name = ""
 
     def get(self, n: int) -> list[Any]:
@@ -76,9 +75,8 @@ class _Lanes:
         if len(self.pgs) >= n:
             return self.pgs[:n]
         if not self.name:
-            k = _Lanes.made.get(self.ranks, 0)
-            _Lanes.made[self.ranks] = k + 1
-            self.name = f"mcr/gloo_lanes/{'_'.join(map(str, self.ranks))}/{k}"
+            base = f"mcr/{self.spec_name}/gloo_lanes"
+            self.name = f"{base}/{name_count(_Lanes.made, base)}"
         store = tdist.distributed_c10d._get_default_store()
         while len(self.pgs) < n:
             prefix = tdist.PrefixStore(f"{self.name}/{len(self.pgs)}/", store)
