@@ -27,6 +27,23 @@ def test_random_mixed_gloo_mpi_2000_ops(n):
         "RANDOM OK 2000 ops")
 
 
+@pytest.mark.parametrize("launcher, n, backends, env", [
+    ("mpi", 4, "auto,gloo,mpi,hier,gloo_lanes2,mpi_lanes2", {"MCR_LOCAL_SIZE": "2"}),
+    ("mpi", 3, "auto,gloo,mpi", {"MCR_CHECK": "1"}),
+    ("torchrun", 4, "auto,gloo,hier,gloo_lanes2", {"MCR_LOCAL_SIZE": "2"})])
+def test_chaos_groups_libraries_dtypes_reduce_ops(launcher, n, backends, env):
+    """Random calls on random groups (the world, mcr's new_group, torch's own new_group) with
+    random libraries, dtypes and reduce ops, async waits shuffled: results bit-exact, declines
+    alike on every rank. On 2 nodes x 2, groups whose members belong to different other
+    groups make hier's node groups: torch's own names for them differed between members,
+    which hung until the timeout."""
+    env = dict(env, MCR_TIMEOUT_S="120")
+    args = ("chaos_worker.py", "--ops", "400", "--seed", str(n * 10 + len(backends)),
+            "--backends", backends)
+    out = run_mpi(n, *args, env=env) if launcher == "mpi" else run_torchrun(n, *args, env=env)
+    _ok(out, n, "CHAOS OK")
+
+
 def test_random_mpi_blocking_and_nonblocking_forms():
     """MPI's blocking form (on mcr's worker, chunked) from 1 KiB, the non-blocking below it,
     issued by the worker while it is busy: 4 ranks, async waits in shuffled order, no hang."""

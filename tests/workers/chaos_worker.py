@@ -1,0 +1,167 @@
+"""Randomized run across groups, libraries, dtypes and reduce ops; async waited out of order.
+
+Like random_worker, every rank draws the same sequence of calls from a shared seed; here each
+call also draws its group (the world, groups made with mcr's `new_group`, groups made with
+torch's own `new_group`, which mcr did not create), its reduce op and a dtype from bool to
+float64, and its library from `--backends` (any name, lanes and hier too). A forced library
+that cannot serve a call must decline on every rank alike (BackendUnavailable), never on some;
+ranks outside the call's group draw the same numbers and skip it. Results are compared bit for
+bit with numpy. Prints `rank R: CHAOS OK <checked> checked, <declined> declined`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import gen, ref_reduce, run_shuffled, same  # noqa: E402
+
+import mcr.comm as dist  # noqa: E402
+from mcr.errors import BackendUnavailable  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ops", type=int, default=1000)
+ap.add_argument("--seed", type=int, default=1234)
+ap.add_argument("--backends", default="auto,gloo,mpi")
+args = ap.parse_args()
+
+dist.init_distributed(verbose=False)
+r, n = dist.get_rank(), dist.get_world_size()
+shared = random.Random(args.seed)            # same on every rank: what to call
+local = random.Random(args.seed * 31 + r)    # this rank's wait order
+R = dist.ReduceOp
+BACKENDS = args.backends.split(",")
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+       "gather", "scatter", "p2p", "barrier"]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
+          torch.int64, torch.uint8, torch.bool]
+
+# every world rank makes every group, as torch and mcr both require
+SUBSETS = [list(range(n)), list(range(0, n, 2)), list(range(1, n)), [n - 1, 0]]
+GROUPS: list[tuple[Any, list[int], str]] = [(None, SUBSETS[0], "world")]
+for ranks in SUBSETS:
+    if len(ranks) > 1:
+        GROUPS.append((dist.new_group(sorted(ranks)), sorted(ranks), f"mcr{sorted(ranks)}"))
+        GROUPS.append((tdist.new_group(sorted(ranks)), sorted(ranks), f"torch{sorted(ranks)}"))
+
+
+def reduce_op(dtype: torch.dtype, size: int) -> Any:
+    """A reduce op whose result is exact in `dtype` for gen(exact=True) data on `size` ranks."""
+    ops = [R.SUM, R.MAX, R.MIN]
+    if dtype == torch.bool or dtype == torch.uint8:
+        ops = [R.MAX, R.MIN]      # uint8 sums of 0..50 overflow; bool sums are an or
+    if dtype.is_floating_point and size in (2, 4):
+        ops.append(R.AVG)         # halving and quartering multiples of 1/4 are exact
+    return shared.choice(ops)
+
+
+def data(q: int, numel: int, dtype: torch.dtype, salt: int) -> torch.Tensor:
+    """Rank q's exact input; uint8 from the magnitudes of the signed draw."""
+    if dtype == torch.uint8:
+        return gen(q, numel, torch.int64, salt, exact=True).abs().to(torch.uint8)
+    return gen(q, numel, dtype, salt, exact=True)
+
+
+class Nothing:
+    """The work of a call this rank did not make."""
+
+    def wait(self) -> None:
+        """Nothing to wait for."""
+
+
+def issue(i: int) -> tuple[object, object]:
+    """Issue op i on its group if this rank is in it; return (work or None, check)."""
+    op, be, dtype = shared.choice(OPS), shared.choice(BACKENDS), shared.choice(DTYPES)
+    group, members, gname = shared.choice(GROUPS)
+    numel = shared.choice([1, 3, 64, 1000, 4099, 65536])
+    async_op = shared.random() < 0.5
+    root = shared.choice(members)
+    redop = reduce_op(dtype, len(members))
+    # a rank that makes no call still holds a stand-in work where members hold one, so that
+    # run_shuffled draws its shared coin on every rank alike
+    skipped = (Nothing(), lambda: None) if async_op or op == "p2p" else (None, lambda: None)
+    if r not in members:
+        OUTSIDE.append(i)
+        return skipped
+    m, me = len(members), members.index(r)
+    parts = [data(q, numel, dtype, i) for q in members]
+    tag = f"op {i}: {op} {be} {dtype} {numel} on {gname} {redop} async={async_op}"
+    kw = dict(group=group, async_op=async_op, backend=None if be == "auto" else be)
+    if os.environ.get("CHAOS_VERBOSE"):
+        print(f"rank {r}: issue {tag}", flush=True)
+    try:
+        return call(op, kw, parts, members, me, m, root, redop, numel, dtype, tag)
+    except BackendUnavailable:
+        DECLINED.append(tag)
+        return skipped
+
+
+def call(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[int], me: int,
+         m: int, root: int, redop: Any, numel: int, dtype: torch.dtype, tag: str
+         ) -> tuple[object, object]:
+    """Make one call; return (work or None, check)."""
+    if op == "all_reduce":
+        t = parts[me].clone()
+        w = dist.all_reduce(t, op=redop, **kw)
+        return w, lambda: same(tag, t, ref_reduce(parts, redop))
+    if op == "all_gather":
+        out = torch.empty(m * numel, dtype=dtype)
+        w = dist.all_gather_into_tensor(out, parts[me], **kw)
+        return w, lambda: same(tag, out, torch.cat(parts))
+    if op == "reduce_scatter":
+        big = [data(q, m * numel, dtype, numel + 7) for q in members]
+        out = torch.empty(numel, dtype=dtype)
+        w = dist.reduce_scatter_tensor(out, big[me], op=redop, **kw)
+        want = ref_reduce(big, redop)[me * numel:(me + 1) * numel]
+        return w, lambda: same(tag, out, want)
+    if op == "all_to_all":
+        big = [data(q, m * numel, dtype, numel + 11) for q in members]
+        out = torch.empty(m * numel, dtype=dtype)
+        w = dist.all_to_all_single(out, big[me], **kw)
+        want = torch.cat([big[q][me * numel:(me + 1) * numel] for q in range(m)])
+        return w, lambda: same(tag, out, want)
+    if op == "broadcast":
+        t = parts[me].clone()
+        w = dist.broadcast(t, root, **kw)
+        return w, lambda: same(tag, t, parts[members.index(root)])
+    mine = r == root
+    if op == "reduce":
+        t = parts[me].clone()
+        w = dist.reduce(t, root, op=redop, **kw)
+        return w, lambda: same(tag, t, ref_reduce(parts, redop) if mine else parts[me])
+    if op == "gather":
+        lst = [torch.empty(numel, dtype=dtype) for _ in range(m)] if mine else None
+        w = dist.gather(parts[me], lst, root, **kw)
+        return w, lambda: [same(tag, lst[q], parts[q]) for q in range(m)] if mine else None
+    if op == "scatter":
+        t = torch.empty(numel, dtype=dtype)
+        w = dist.scatter(t, parts if mine else None, root, **kw)
+        return w, lambda: same(tag, t, parts[me])
+    if op == "p2p":
+        got = torch.empty(numel, dtype=dtype)
+        nxt, prv = members[(me + 1) % m], members[(me - 1) % m]
+        kw.pop("async_op")
+        ws = [dist.isend(parts[me], nxt, tag=1, **kw), dist.irecv(got, prv, tag=1, **kw)]
+
+        class Both:
+            def wait(self) -> None:
+                for w in ws:
+                    w.wait()
+        return Both(), lambda: same(tag, got, parts[(me - 1) % m])
+    return dist.barrier(**kw), lambda: None
+
+
+DECLINED: list[str] = []
+OUTSIDE: list[int] = []
+done = run_shuffled(args.ops, issue, shared, local, 6, 0.2)
+assert done == args.ops, (done, args.ops)
+print(f"rank {r}: CHAOS OK {done - len(DECLINED) - len(OUTSIDE)} checked, "
+      f"{len(DECLINED)} declined, {len(OUTSIDE)} not a member", flush=True)
+dist.destroy_process_group()
