@@ -103,7 +103,7 @@ def members_only_group(spec: Spec, backend: str, pg_options: Any = None) -> Any:
     collective over every world rank, which the non-members never join: the binding is hidden
     while the group is made (it then initializes its own communicator at first use).
     torch has no public way to name a group, hence its private helper (the one new_group
-    calls; same signature from torch 2.6 to 2.13).
+    calls; the same parameters on torch 2.11 and 2.13).
     """
     if not spec.member:
         return tdist.GroupMember.NON_GROUP_MEMBER
