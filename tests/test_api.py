@@ -108,6 +108,17 @@ def test_same_results_as_torch_nccl_for_every_shape_and_dtype():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
+def test_chaos_gpu_groups_libraries_dtypes():
+    """The chaos run on GPU tensors: torch's NCCL groups adopted (their Gloo side made by
+    their members alone), mcr's groups, every GPU library forced in turn and auto."""
+    n = gpus()
+    out = run_mpi(n, "chaos_worker.py", "--device", "cuda", "--ops", "600", "--backends",
+                  "nccl,mpi,sdma,symm,auto", env={"MCR_TIMEOUT_S": "60"})
+    _ok(out, n, "CHAOS OK")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
 def test_random_gpu_nccl_mpi():
     n = gpus()
     out = run_mpi(n, "random_worker.py", "--device", "cuda", "--backends", "nccl,mpi")

@@ -30,7 +30,11 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--ops", type=int, default=1000)
 ap.add_argument("--seed", type=int, default=1234)
 ap.add_argument("--backends", default="auto,gloo,mpi")
+ap.add_argument("--device", default="cpu", help="cuda: one GPU per rank (LOCAL_RANK)")
 args = ap.parse_args()
+if args.device == "cuda":
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK",
+                                             os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", 0))))
 
 dist.init_distributed(verbose=False)
 r, n = dist.get_rank(), dist.get_world_size()
@@ -46,10 +50,10 @@ DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int
 # every world rank makes every group, as torch and mcr both require
 SUBSETS = [list(range(n)), list(range(0, n, 2)), list(range(1, n)), [n - 1, 0]]
 GROUPS: list[tuple[Any, list[int], str]] = [(None, SUBSETS[0], "world")]
-for ranks in SUBSETS:
+for ranks in map(sorted, map(set, SUBSETS)):
     if len(ranks) > 1:
-        GROUPS.append((dist.new_group(sorted(ranks)), sorted(ranks), f"mcr{sorted(ranks)}"))
-        GROUPS.append((tdist.new_group(sorted(ranks)), sorted(ranks), f"torch{sorted(ranks)}"))
+        GROUPS.append((dist.new_group(ranks), ranks, f"mcr{ranks}"))
+        GROUPS.append((tdist.new_group(ranks), ranks, f"torch{ranks}"))
 
 
 def reduce_op(dtype: torch.dtype, size: int) -> Any:
@@ -63,10 +67,12 @@ def reduce_op(dtype: torch.dtype, size: int) -> Any:
 
 
 def data(q: int, numel: int, dtype: torch.dtype, salt: int) -> torch.Tensor:
-    """Rank q's exact input; uint8 from the magnitudes of the signed draw."""
+    """Rank q's exact input on --device; uint8 from the magnitudes of the signed draw."""
     if dtype == torch.uint8:
-        return gen(q, numel, torch.int64, salt, exact=True).abs().to(torch.uint8)
-    return gen(q, numel, dtype, salt, exact=True)
+        t = gen(q, numel, torch.int64, salt, exact=True).abs().to(torch.uint8)
+    else:
+        t = gen(q, numel, dtype, salt, exact=True)
+    return t.to(args.device)
 
 
 class Nothing:
@@ -107,23 +113,25 @@ def call(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[i
          m: int, root: int, redop: Any, numel: int, dtype: torch.dtype, tag: str
          ) -> tuple[object, object]:
     """Make one call; return (work or None, check)."""
+    if op == "p2p" and m == 1:      # nobody to send to: a barrier, held as a work as p2p's is
+        op, kw["async_op"] = "barrier", True
     if op == "all_reduce":
         t = parts[me].clone()
         w = dist.all_reduce(t, op=redop, **kw)
         return w, lambda: same(tag, t, ref_reduce(parts, redop))
     if op == "all_gather":
-        out = torch.empty(m * numel, dtype=dtype)
+        out = torch.empty(m * numel, dtype=dtype, device=args.device)
         w = dist.all_gather_into_tensor(out, parts[me], **kw)
         return w, lambda: same(tag, out, torch.cat(parts))
     if op == "reduce_scatter":
         big = [data(q, m * numel, dtype, numel + 7) for q in members]
-        out = torch.empty(numel, dtype=dtype)
+        out = torch.empty(numel, dtype=dtype, device=args.device)
         w = dist.reduce_scatter_tensor(out, big[me], op=redop, **kw)
         want = ref_reduce(big, redop)[me * numel:(me + 1) * numel]
         return w, lambda: same(tag, out, want)
     if op == "all_to_all":
         big = [data(q, m * numel, dtype, numel + 11) for q in members]
-        out = torch.empty(m * numel, dtype=dtype)
+        out = torch.empty(m * numel, dtype=dtype, device=args.device)
         w = dist.all_to_all_single(out, big[me], **kw)
         want = torch.cat([big[q][me * numel:(me + 1) * numel] for q in range(m)])
         return w, lambda: same(tag, out, want)
@@ -137,18 +145,21 @@ def call(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[i
         w = dist.reduce(t, root, op=redop, **kw)
         return w, lambda: same(tag, t, ref_reduce(parts, redop) if mine else parts[me])
     if op == "gather":
-        lst = [torch.empty(numel, dtype=dtype) for _ in range(m)] if mine else None
+        lst = [torch.empty(numel, dtype=dtype, device=args.device) for _ in range(m)] \
+            if mine else None
         w = dist.gather(parts[me], lst, root, **kw)
         return w, lambda: [same(tag, lst[q], parts[q]) for q in range(m)] if mine else None
     if op == "scatter":
-        t = torch.empty(numel, dtype=dtype)
+        t = torch.empty(numel, dtype=dtype, device=args.device)
         w = dist.scatter(t, parts if mine else None, root, **kw)
         return w, lambda: same(tag, t, parts[me])
     if op == "p2p":
-        got = torch.empty(numel, dtype=dtype)
+        got = torch.empty(numel, dtype=dtype, device=args.device)
         nxt, prv = members[(me + 1) % m], members[(me - 1) % m]
         kw.pop("async_op")
-        ws = [dist.isend(parts[me], nxt, tag=1, **kw), dist.irecv(got, prv, tag=1, **kw)]
+        send = lambda: dist.isend(parts[me], nxt, tag=1, **kw)  # noqa: E731
+        recv = lambda: dist.irecv(got, prv, tag=1, **kw)  # noqa: E731
+        ws = [send(), recv()] if me % 2 == 0 else [recv(), send()]  # NCCL pair setup order
 
         class Both:
             def wait(self) -> None:
