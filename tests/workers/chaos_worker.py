@@ -3,10 +3,13 @@
 Like random_worker, every rank draws the same sequence of calls from a shared seed; here each
 call also draws its group (the world, groups made with mcr's `new_group`, groups made with
 torch's own `new_group`, which mcr did not create), its reduce op and a dtype from bool to
-float64, and its library from `--backends` (any name, lanes and hier too). A forced library
+float64, and its library from `--backends` (any name, lanes and hier too). Besides the tensor
+collectives and point-to-point: the list forms, uneven all-to-all splits (empty blocks too),
+coalesced all-reduce, all_gather_object and batch_isend_irecv. A forced library
 that cannot serve a call must decline on every rank alike (BackendUnavailable), never on some;
 ranks outside the call's group draw the same numbers and skip it. Results are compared bit for
-bit with numpy. Prints `rank R: CHAOS OK <checked> checked, <declined> declined`.
+bit with numpy. Prints `rank R: CHAOS OK <checked> checked, <declined> declined, <n> not a
+member`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,10 @@ local = random.Random(args.seed * 31 + r)    # this rank's wait order
 R = dist.ReduceOp
 BACKENDS = args.backends.split(",")
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
-       "gather", "scatter", "p2p", "barrier"]
+       "gather", "scatter", "p2p", "barrier", "all_gather_list", "all_to_all_list",
+       "all_to_all_uneven", "all_reduce_coalesced", "objects", "batch_p2p"]
+SYNC_ONLY = ("objects",)
+WORKS = ("p2p", "batch_p2p")    # return works whatever async_op says
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
           torch.int64, torch.uint8, torch.bool]
 
@@ -87,12 +93,12 @@ def issue(i: int) -> tuple[object, object]:
     op, be, dtype = shared.choice(OPS), shared.choice(BACKENDS), shared.choice(DTYPES)
     group, members, gname = shared.choice(GROUPS)
     numel = shared.choice([1, 3, 64, 1000, 4099, 65536])
-    async_op = shared.random() < 0.5
+    async_op = shared.random() < 0.5 and op not in SYNC_ONLY
     root = shared.choice(members)
     redop = reduce_op(dtype, len(members))
     # a rank that makes no call still holds a stand-in work where members hold one, so that
     # run_shuffled draws its shared coin on every rank alike
-    skipped = (Nothing(), lambda: None) if async_op or op == "p2p" else (None, lambda: None)
+    skipped = (Nothing(), lambda: None) if async_op or op in WORKS else (None, lambda: None)
     if r not in members:
         OUTSIDE.append(i)
         return skipped
@@ -103,6 +109,8 @@ def issue(i: int) -> tuple[object, object]:
     if os.environ.get("CHAOS_VERBOSE"):
         print(f"rank {r}: issue {tag}", flush=True)
     try:
+        if op in OPS[10:]:
+            return call_list(op, kw, parts, members, me, m, numel, dtype, tag, i)
         return call(op, kw, parts, members, me, m, root, redop, numel, dtype, tag)
     except BackendUnavailable:
         DECLINED.append(tag)
@@ -167,6 +175,57 @@ def call(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[i
                     w.wait()
         return Both(), lambda: same(tag, got, parts[(me - 1) % m])
     return dist.barrier(**kw), lambda: None
+
+
+def call_list(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[int],
+              me: int, m: int, numel: int, dtype: torch.dtype, tag: str, i: int
+              ) -> tuple[object, object]:
+    """The list, uneven, coalesced, object and batched forms; return (work or None, check)."""
+    dev = args.device
+    if op == "all_gather_list":
+        outs = [torch.empty(numel, dtype=dtype, device=dev) for _ in range(m)]
+        w = dist.all_gather(outs, parts[me], **kw)
+        return w, lambda: [same(tag, outs[q], parts[q]) for q in range(m)]
+    if op == "all_to_all_list":
+        ins = [[data(q, numel, dtype, i * 64 + j) for j in range(m)] for q in members]
+        outs = [torch.empty(numel, dtype=dtype, device=dev) for _ in range(m)]
+        w = dist.all_to_all(outs, ins[me], **kw)
+        return w, lambda: [same(tag, outs[q], ins[q][me]) for q in range(m)]
+    if op == "all_to_all_uneven":
+        # rank q sends (q + j + i) % 3 * numel // 2 elements to rank j; some blocks are empty
+        cnt = [[(q + j + i) % 3 * numel // 2 for j in range(m)] for q in range(m)]
+        ins = [data(members[q], sum(cnt[q]), dtype, i + 5) for q in range(m)]
+        out = torch.empty(sum(cnt[q][me] for q in range(m)), dtype=dtype, device=dev)
+        w = dist.all_to_all_single(out, ins[me], [cnt[q][me] for q in range(m)], cnt[me], **kw)
+        want = torch.cat([ins[q][sum(cnt[q][:me]):sum(cnt[q][:me + 1])] for q in range(m)])
+        return w, lambda: same(tag, out, want)
+    if op == "all_reduce_coalesced":
+        half = [data(q, numel // 2 + 1, dtype, i + 3) for q in members]
+        ts = [parts[me].clone(), half[me].clone()]
+        redop = R.MAX if dtype in (torch.bool, torch.uint8) else R.SUM
+        w = dist.all_reduce_coalesced(ts, op=redop, **kw)
+        return w, lambda: (same(tag, ts[0], ref_reduce(parts, redop)),
+                           same(tag, ts[1], ref_reduce(half, redop)))
+    if op == "objects":
+        got: list[Any] = [None] * m
+        dist.all_gather_object(got, {"rank": r, "op": i}, kw["group"], backend=kw["backend"])
+        want = [{"rank": q, "op": i} for q in members]
+        return None, lambda: None if got == want else _fail(f"{tag}: {got} != {want}")
+    recv = torch.empty(numel, dtype=dtype, device=dev)
+    nxt, prv = members[(me + 1) % m], members[(me - 1) % m]
+    ops = [dist.P2POp(dist.isend, parts[me], nxt, kw["group"], 2),
+           dist.P2POp(dist.irecv, recv, prv, kw["group"], 2)]
+    ws = dist.batch_isend_irecv(ops)
+
+    class All:
+        def wait(self) -> None:
+            for w in ws:
+                w.wait()
+    return All(), lambda: same(tag, recv, parts[(me - 1) % m])
+
+
+def _fail(why: str) -> None:
+    raise AssertionError(why)
 
 
 DECLINED: list[str] = []
