@@ -71,6 +71,14 @@ def test_deepspeed_pipeline_parallel():
     _ok(run_torchrun(2, "pipeline_worker.py"), "PIPELINE OK 4")
 
 
+def test_deepspeed_pipeline_four_stages_on_two_nodes_mpi():
+    """Four stages on 4 ranks as 2 nodes x 2: stage pairs within and across nodes over MPI."""
+    out = run_mpi(4, "pipeline_worker.py", "--stages", "4", "--expect", "mpi",
+                  env={"MCR_BACKEND": "mpi", "MCR_LOCAL_SIZE": "2"},
+                  mpiexec_args=("--map-by", "slot"))
+    _ok(out, "PIPELINE OK 4", 4)
+
+
 def test_deepspeed_pipeline_parallel_mpi():
     _ok(run_mpi(2, "pipeline_worker.py", "--expect", "mpi", env={"MCR_BACKEND": "mpi"}),
         "PIPELINE OK 4")

@@ -1,6 +1,6 @@
-"""Real DeepSpeed pipeline parallelism on CPU (2 stages), plain and through mcr, losses compared.
+"""Real DeepSpeed pipeline parallelism on CPU (--stages, 2 by default), plain and through mcr, losses compared.
 
-In one process: train a 2-stage PipelineModule for --steps batches of 4 micro-batches with
+In one process: train a PipelineModule for --steps batches of 4 micro-batches with
 plain DeepSpeed, then install mcr and train the same model on the same data again. The stages
 pass activations and gradients with deepspeed.comm's send/recv and broadcast, which mcr must
 serve (every call; --expect names the library that must serve them all). Prints
@@ -25,6 +25,7 @@ import mcr.integrations.deepspeed as mcr_ds  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--expect", default="", help="the library that must serve every call")
+ap.add_argument("--stages", type=int, default=2)
 args = ap.parse_args()
 CONFIG = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4,
           "steps_per_print": 10_000,
@@ -34,8 +35,9 @@ CONFIG = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4,
 def train() -> list[float]:
     torch.manual_seed(0)
     layers = [torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 64),
-              torch.nn.GELU(), torch.nn.Linear(64, 16)]
-    net = PipelineModule(layers=layers, num_stages=2, loss_fn=torch.nn.MSELoss(),
+              torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.GELU(),
+              torch.nn.Linear(64, 16)]
+    net = PipelineModule(layers=layers, num_stages=args.stages, loss_fn=torch.nn.MSELoss(),
                          partition_method="uniform")
     engine, _, _, _ = deepspeed.initialize(model=net, model_parameters=list(net.parameters()),
                                            config=CONFIG)
