@@ -1,4 +1,5 @@
-"""Real DeepSpeed pipeline parallelism on CPU (--stages, 2 by default), plain and through mcr, losses compared.
+"""Real DeepSpeed pipeline parallelism on CPU (--stages, 2 by default), plain and through mcr,
+losses compared.
 
 In one process: train a PipelineModule for --steps batches of 4 micro-batches with
 plain DeepSpeed, then install mcr and train the same model on the same data again. The stages
