@@ -33,11 +33,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--ops", type=int, default=1000)
 ap.add_argument("--seed", type=int, default=1234)
 ap.add_argument("--backends", default="auto,gloo,mpi")
-ap.add_argument("--device", default="cpu", help="cuda: one GPU per rank (LOCAL_RANK)")
+ap.add_argument("--dtypes", default="", help="comma-separated torch dtypes (default: 8 kinds)")
+ap.add_argument("--device", default="cpu", help="cuda: GPU LOCAL_RANK (mod the GPU count)")
 args = ap.parse_args()
-if args.device == "cuda":
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK",
-                                             os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", 0))))
+if args.device == "cuda":   # ranks share the GPUs there are (host-staged libraries only)
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", 0)))
+    torch.cuda.set_device(local_rank % torch.cuda.device_count())
 
 dist.init_distributed(verbose=False)
 r, n = dist.get_rank(), dist.get_world_size()
@@ -52,6 +53,8 @@ SYNC_ONLY = ("objects",)
 WORKS = ("p2p", "batch_p2p")    # return works whatever async_op says
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
           torch.int64, torch.uint8, torch.bool]
+if args.dtypes:
+    DTYPES = [getattr(torch, d) for d in args.dtypes.split(",")]
 
 # every world rank makes every group, as torch and mcr both require
 SUBSETS = [list(range(n)), list(range(0, n, 2)), list(range(1, n)), [n - 1, 0]]
@@ -91,6 +94,8 @@ class Nothing:
 def issue(i: int) -> tuple[object, object]:
     """Issue op i on its group if this rank is in it; return (work or None, check)."""
     op, be, dtype = shared.choice(OPS), shared.choice(BACKENDS), shared.choice(DTYPES)
+    if op == "batch_p2p" and be != "auto":
+        op = "p2p"      # batch_isend_irecv takes no backend=: a forced library gets single ones
     group, members, gname = shared.choice(GROUPS)
     numel = shared.choice([1, 3, 64, 1000, 4099, 65536])
     async_op = shared.random() < 0.5 and op not in SYNC_ONLY
