@@ -9,7 +9,7 @@ coalesced all-reduce, all_gather_object and batch_isend_irecv. A forced library
 that cannot serve a call must decline on every rank alike (BackendUnavailable), never on some;
 ranks outside the call's group draw the same numbers and skip it. Results are compared bit for
 bit with numpy. Prints `rank R: CHAOS OK <checked> checked, <declined> declined, <n> not a
-member`.
+member`. CHAOS_VERBOSE=1 prints each call as it is issued.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 import torch.distributed as tdist
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import gen, ref_reduce, run_shuffled, same  # noqa: E402
+from common import WaitAll, gen, ref_reduce, run_shuffled, same  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 from mcr.errors import BackendUnavailable  # noqa: E402
@@ -46,9 +46,10 @@ shared = random.Random(args.seed)            # same on every rank: what to call
 local = random.Random(args.seed * 31 + r)    # this rank's wait order
 R = dist.ReduceOp
 BACKENDS = args.backends.split(",")
+LIST_OPS = ("all_gather_list", "all_to_all_list", "all_to_all_uneven", "all_reduce_coalesced",
+            "objects", "batch_p2p")     # call_list's
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
-       "gather", "scatter", "p2p", "barrier", "all_gather_list", "all_to_all_list",
-       "all_to_all_uneven", "all_reduce_coalesced", "objects", "batch_p2p"]
+       "gather", "scatter", "p2p", "barrier", *LIST_OPS]
 SYNC_ONLY = ("objects",)
 WORKS = ("p2p", "batch_p2p")    # return works whatever async_op says
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32,
@@ -84,13 +85,6 @@ def data(q: int, numel: int, dtype: torch.dtype, salt: int) -> torch.Tensor:
     return t.to(args.device)
 
 
-class Nothing:
-    """The work of a call this rank did not make."""
-
-    def wait(self) -> None:
-        """Nothing to wait for."""
-
-
 def issue(i: int) -> tuple[object, object]:
     """Issue op i on its group if this rank is in it; return (work or None, check)."""
     op, be, dtype = shared.choice(OPS), shared.choice(BACKENDS), shared.choice(DTYPES)
@@ -103,7 +97,7 @@ def issue(i: int) -> tuple[object, object]:
     redop = reduce_op(dtype, len(members))
     # a rank that makes no call still holds a stand-in work where members hold one, so that
     # run_shuffled draws its shared coin on every rank alike
-    skipped = (Nothing(), lambda: None) if async_op or op in WORKS else (None, lambda: None)
+    skipped = (WaitAll([]), lambda: None) if async_op or op in WORKS else (None, lambda: None)
     if r not in members:
         OUTSIDE.append(i)
         return skipped
@@ -114,7 +108,7 @@ def issue(i: int) -> tuple[object, object]:
     if os.environ.get("CHAOS_VERBOSE"):
         print(f"rank {r}: issue {tag}", flush=True)
     try:
-        if op in OPS[10:]:
+        if op in LIST_OPS:
             return call_list(op, kw, parts, members, me, m, numel, dtype, tag, i)
         return call(op, kw, parts, members, me, m, root, redop, numel, dtype, tag)
     except BackendUnavailable:
@@ -173,12 +167,7 @@ def call(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: list[i
         send = lambda: dist.isend(parts[me], nxt, tag=1, **kw)  # noqa: E731
         recv = lambda: dist.irecv(got, prv, tag=1, **kw)  # noqa: E731
         ws = [send(), recv()] if me % 2 == 0 else [recv(), send()]  # NCCL pair setup order
-
-        class Both:
-            def wait(self) -> None:
-                for w in ws:
-                    w.wait()
-        return Both(), lambda: same(tag, got, parts[(me - 1) % m])
+        return WaitAll(ws), lambda: same(tag, got, parts[(me - 1) % m])
     return dist.barrier(**kw), lambda: None
 
 
@@ -220,13 +209,7 @@ def call_list(op: str, kw: dict[str, Any], parts: list[torch.Tensor], members: l
     nxt, prv = members[(me + 1) % m], members[(me - 1) % m]
     ops = [dist.P2POp(dist.isend, parts[me], nxt, kw["group"], 2),
            dist.P2POp(dist.irecv, recv, prv, kw["group"], 2)]
-    ws = dist.batch_isend_irecv(ops)
-
-    class All:
-        def wait(self) -> None:
-            for w in ws:
-                w.wait()
-    return All(), lambda: same(tag, recv, parts[(me - 1) % m])
+    return WaitAll(dist.batch_isend_irecv(ops)), lambda: same(tag, recv, parts[(me - 1) % m])
 
 
 def _fail(why: str) -> None:

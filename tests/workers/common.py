@@ -57,6 +57,18 @@ def same(what: str, got: torch.Tensor, want: torch.Tensor) -> None:
                              f"first at {i}: got {got[i].item()}, want {want[i].item()}")
 
 
+class WaitAll:
+    """One work standing for several (a send and a receive): wait() waits for each."""
+
+    def __init__(self, works: list[Any]) -> None:
+        self.works = works
+
+    def wait(self) -> None:
+        """Wait for every work, in order."""
+        for w in self.works:
+            w.wait()
+
+
 def run_shuffled(ops: int, issue: Any, shared: random.Random, local: random.Random,
                  most: int, chance: float) -> int:
     """Issue ops 0..ops-1 (issue(i) -> (work or None, check)); pending works are waited in this

@@ -14,7 +14,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import gen, ref_reduce, run_shuffled, same  # noqa: E402
+from common import WaitAll, gen, ref_reduce, run_shuffled, same  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 
@@ -86,12 +86,7 @@ def issue(i: int) -> tuple[object, object]:
         send = lambda: dist.isend(parts[r], (r + 1) % n, backend=be, tag=i % 1000)  # noqa: E731
         recv = lambda: dist.irecv(got, (r - 1) % n, backend=be, tag=i % 1000)  # noqa: E731
         ws = [send(), recv()] if r % 2 == 0 else [recv(), send()]  # NCCL pair setup order
-
-        class Both:
-            def wait(self) -> None:
-                for w in ws:
-                    w.wait()
-        return Both(), lambda: same(tag, got, parts[(r - 1) % n])
+        return WaitAll(ws), lambda: same(tag, got, parts[(r - 1) % n])
     w = dist.barrier(async_op=async_op, backend=be)
     return w, lambda: None
 
