@@ -60,6 +60,19 @@ class Group:
 
 
 @contextmanager
+def _unbound_world() -> Iterator[None]:
+    """The world's device binding hidden meanwhile: torch then splits no new group from the
+    world's communicator for that device and builds it on its own."""
+    world = tdist.distributed_c10d._get_default_group()
+    dev = world.bound_device_id
+    world.bound_device_id = None
+    try:
+        yield
+    finally:
+        world.bound_device_id = dev
+
+
+@contextmanager
 def _split_only_from_own_kind(backend: str) -> Iterator[None]:
     """While torch builds an NCCL group, hide the world's device binding if the world's backend
     for that device is not NCCL.
@@ -76,20 +89,24 @@ def _split_only_from_own_kind(backend: str) -> Iterator[None]:
             or isinstance(world._get_backend(dev), nccl):
         yield
         return
-    world.bound_device_id = None
-    try:
+    with _unbound_world():
         yield
-    finally:
-        world.bound_device_id = dev
 
 
-def name_count(counts: dict[str, int], name: str) -> int:
-    """How many times `name` was counted in this process before now (and count it)."""
-    n = counts[name] = counts.get(name, 0) + 1
-    return n - 1
+_numbers: dict[str, int] = {}
 
 
-_members_only_made: dict[str, int] = {}
+def numbered(base: str) -> str:
+    """`base/k`, k counting the names this process made from base before: the same on every
+    rank that makes the same names in one order."""
+    k = _numbers.get(base, 0)
+    _numbers[base] = k + 1
+    return f"{base}/{k}"
+
+
+def ranks_name(ranks: list[int] | tuple[int, ...]) -> str:
+    """Ranks as a name part: 0_1_2."""
+    return "_".join(map(str, ranks))
 
 
 def members_only_group(spec: Spec, backend: str, pg_options: Any = None) -> Any:
@@ -108,18 +125,12 @@ def members_only_group(spec: Spec, backend: str, pg_options: Any = None) -> Any:
     if not spec.member:
         return tdist.GroupMember.NON_GROUP_MEMBER
     c10d = tdist.distributed_c10d
-    name = f"mcr/{spec.name}/{backend}"
-    name = f"{name}/{name_count(_members_only_made, name)}"
-    world = c10d._get_default_group()
-    dev = getattr(world, "bound_device_id", None)
-    world.bound_device_id = None
-    try:
+    name = numbered(f"mcr/{spec.name}/{backend}")
+    with _unbound_world():
         pg, _ = c10d._new_process_group_helper(
             len(spec.ranks), spec.ranks.index(spec.me), spec.ranks, backend,
             c10d._get_default_store(), name, backend_options=pg_options, timeout=spec.timeout,
             group_desc=name)
-    finally:
-        world.bound_device_id = dev
     c10d._world.pg_group_ranks[pg] = {r: i for i, r in enumerate(spec.ranks)}
     return pg
 
@@ -176,7 +187,7 @@ class Spec:
         part in by the same processes as this one."""
         return Spec(ranks=ranks, me=self.me, world_size=self.world_size, timeout=self.timeout,
                     cuda=self.cuda, local=self.local, layout=self.layout, tag=tag,
-                    name=f"{self.name}/{tag}/{'_'.join(map(str, ranks))}")
+                    name=f"{self.name}/{tag}/{ranks_name(ranks)}")
 
     def one_node(self) -> str | None:
         """Why these ranks are not one node whose GPUs all reach each other (None: they are).

@@ -17,12 +17,11 @@ from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
 from .errors import CallError
-from .groups import Group, Spec, name_count
+from .groups import Group, Spec, numbered, ranks_name
 from .launch import Launch, discover, launched_by_mpi, rendezvous_env
 from .logger import CommsLogger
 
 _DIST_BACKENDS = ("gloo", "nccl", "rccl", "mpi")
-_names: dict[str, int] = {}     # groups named so far in this process, per kind (Spec.name)
 
 
 def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool = True,
@@ -207,7 +206,7 @@ def new_group(ranks: list[int] | None = None, timeout: timedelta | None = None,
         raise CallError(f"new_group: ranks {bad} are outside the world of {rt.world.size}")
     spec = Spec(ranks=ranks, me=rt.launch.rank, world_size=rt.world.size,
                 timeout=timeout or timedelta(seconds=rt.cfg.timeout_s), cuda=rt.cuda,
-                layout=rt.layout, name=f"new_group/{name_count(_names, 'new_group')}")
+                layout=rt.layout, name=numbered("new_group"))
     g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
     _register(rt, g)
     return g
@@ -248,10 +247,9 @@ def _adopt(rt: runtime.Runtime, pg: tdist.ProcessGroup) -> Group:
     ranks = tdist.get_process_group_ranks(pg)
     # Members adopt groups of the same ranks in one order (each adoption is at a collective
     # on it); torch's own name of pg may differ between members (split_group's hashed names).
-    base = f"adopted/{'_'.join(map(str, ranks))}"
     spec = Spec(ranks=ranks, me=rt.launch.rank, world_size=rt.world.size,
                 timeout=timedelta(seconds=rt.cfg.timeout_s), cuda=rt.cuda, pg=pg, local=True,
-                layout=rt.layout, name=f"{base}/{name_count(_names, base)}")
+                layout=rt.layout, name=numbered(f"adopted/{ranks_name(ranks)}"))
     g = backends_mod.bind_group(rt.backends, spec, rt.world.default_gpu)
     rt.by_pg[pg] = g
     _register(rt, g)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..groups import Group, Spec, name_count
+from ..groups import Group, Spec, numbered
 from ..ops import ALL_REDUCE, CallKey
 from ..work import Work
 from .base import HOST, Backend
@@ -61,22 +61,16 @@ class _Lanes:
     groups.members_only_group).
     """
 
-    made: dict[str, int] = {}   # lane sets made per spec name, in this process
-
     def __init__(self, spec: Spec) -> None:
         self.ranks, self.rank = tuple(spec.ranks), spec.ranks.index(spec.me)
         self.timeout = spec.timeout
         self.pgs: list[Any] = []
-        self.spec_name = spec.name
-        self.name = ""
+        self.name = numbered(f"mcr/{spec.name}/gloo_lanes")
 
     def get(self, n: int) -> list[Any]:
         """The first n lane groups (made now where missing: collective over the members)."""
         if len(self.pgs) >= n:
             return self.pgs[:n]
-        if not self.name:
-            base = f"mcr/{self.spec_name}/gloo_lanes"
-            self.name = f"{base}/{name_count(_Lanes.made, base)}"
         store = tdist.distributed_c10d._get_default_store()
         while len(self.pgs) < n:
             prefix = tdist.PrefixStore(f"{self.name}/{len(self.pgs)}/", store)
