@@ -10,9 +10,8 @@ call and the wait is hopeless, so the peer raises. A rank that left after making
 got its part of a broadcast and ended) is no error: the call may still need a live rank that
 is late. A job whose ranks all end together only pays the notices: nobody reads them.
 
-Communicators are named alike on every rank without talking: ("world",) for COMM_WORLD, else
-(its ranks, how many communicators of those ranks this rank made before it), as groups are made
-in one order by all their members.
+Communicators are named alike on every rank without talking: "world" for COMM_WORLD, else the
+name of the group they serve (groups.Spec.name, the same on every member).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from ..errors import LibraryError
 TAG = 0x6D6372          # "mcr": the notices' own communicator makes clashes impossible anyway
 GRACE_S = 2.0           # point-to-point: after a notice, for data the leaving rank had sent
 
-Key = tuple             # a communicator's name, the same on every member
+Key = str               # a communicator's name, the same on every member
 
 
 class Departures:
@@ -39,25 +38,21 @@ class Departures:
         self.comm: Any = None
         self.issued: dict[Key, int] = {}      # communicator name -> collectives issued on it
         self._names: dict[int, Key] = {}      # id(communicator) -> its name
-        self._made: dict[tuple[int, ...], int] = {}
         self.left: dict[int, tuple[float, dict[Key, int]]] = {}   # world rank -> (when, issued)
 
     def start(self, world: Any) -> None:
         """Duplicate the world communicator (collective: every rank binds the world) and send
         the notices at exit; once per process."""
-        self._names[id(world)] = ("world",)
+        self._names[id(world)] = "world"
         if self.comm is not None or world.Get_size() < 2:
             return
         self.comm = world.Dup()
         # After mpi4py's own atexit hook (MPI_Finalize) was registered, so it runs before it.
         atexit.register(self.announce)
 
-    def name(self, comm: Any, ranks: list[int]) -> None:
-        """Name a communicator bind() made for these world ranks."""
-        group = tuple(ranks)
-        n = self._made.get(group, 0)
-        self._made[group] = n + 1
-        self._names[id(comm)] = (group, n)
+    def name(self, comm: Any, group: str) -> None:
+        """Name a communicator bind() made for the group of that name (Spec.name)."""
+        self._names[id(comm)] = group
 
     def forget(self, comm: Any) -> None:
         """The communicator is freed (its id may come back); its count stays for the notice."""

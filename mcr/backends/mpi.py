@@ -126,7 +126,7 @@ class MpiBackend(Backend):
             self.departures.start(world)
             return world
         comm = world.Create_group(world.group.Incl(spec.ranks))
-        self.departures.name(comm, spec.ranks)
+        self.departures.name(comm, spec.name)
         return comm
 
     def release(self, handle: Any, world: bool) -> None:
