@@ -11,7 +11,8 @@ safe"): what the design's costs would be, measured before building it.
    for its peers' serial) through shared memory, round-trip time per call.
 
 One GPU may be shared by both ranks (the stand-in on one-GPU leases: same process layout, no
-NVLink): run with Gloo as DeepSpeed's backend.
+NVLink; DeepSpeed then runs over Gloo, else NCCL). Part 1 also says how far apart the ranks'
+hosts reach each all-gather: what the design's per-call host exchange would cost (skew_*).
     DS_ACCELERATOR=cuda torchrun --standalone --nproc_per_node=2 probes/probe_ipc_segments.py
 """
 
@@ -86,9 +87,11 @@ def segments(cu: Cu, steps: int, shape: str) -> dict:
 
     from benchmarks.train_step import SHAPES, batch, build_model, lm_loss
     seen: list[tuple] = []
+    entry: list[int] = []   # host clock at each all-gather's entry (one clock per host)
     orig = dcc.all_gather_into_tensor
 
     def record(output_tensor: torch.Tensor, *a: Any, **k: Any) -> Any:
+        entry.append(time.monotonic_ns())
         p = output_tensor.data_ptr()
         base = cu.attr(p, _RANGE_START)
         seen.append((cu.attr(p, _BUFFER_ID), base, cu.attr(p, _RANGE_SIZE),
@@ -110,6 +113,7 @@ def segments(cu: Cu, steps: int, shape: str) -> dict:
     rows, known = [], set()
     for s in range(steps):
         seen.clear()
+        entry.clear()
         x, y = batch(s, tdist.get_rank(), sh, dev)
         loss = lm_loss(engine, x, y)
         engine.backward(loss)
@@ -124,10 +128,23 @@ def segments(cu: Cu, steps: int, shape: str) -> dict:
         rows.append(dict(step=s, calls=len(seen), allocations=len(ids), new=len(ids - known),
                          ipc_capable=sum(r[4] for r in seen), bytes=sum(r[3] for r in seen),
                          alloc_bytes=sum({r[0]: r[2] for r in seen}.values()),
-                         export_new_ms=round(export_ms, 3)))
+                         export_new_ms=round(export_ms, 3), **skew(entry)))
         known |= ids
     dcc.all_gather_into_tensor = orig
     return dict(steps=rows)
+
+
+def skew(entry: list[int]) -> dict:
+    """How far apart the ranks' hosts reach the same all-gather (what a host exchange per call
+    would make the earlier one wait): median, p90 and max over the step, and their sum."""
+    every: list = [None] * tdist.get_world_size()
+    tdist.all_gather_object(every, entry)
+    gaps = sorted((max(c) - min(c)) / 1e3 for c in zip(*every))
+    if not gaps:
+        return {}
+    return dict(skew_med_us=round(gaps[len(gaps) // 2], 1),
+                skew_p90_us=round(gaps[int(len(gaps) * 0.9)], 1),
+                skew_max_us=round(gaps[-1], 1), skew_sum_ms=round(sum(gaps) / 1e3, 2))
 
 
 def open_cost(cu: Cu, sizes: list[int], reps: int) -> dict:
@@ -194,6 +211,11 @@ def rendezvous(rounds: int) -> dict:
     return dict(rounds=rounds, us_per_call=round(per * 1e6, 2))
 
 
+def tdist_world() -> int:
+    """The launcher's world size."""
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
 def main() -> None:
     """Run the parts asked for; rank 0 prints and writes JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -209,7 +231,8 @@ def main() -> None:
     parts = args.parts.split(",")
     if "segments" in parts:
         import deepspeed
-        deepspeed.init_distributed(dist_backend="gloo")
+        shared = tdist_world() > torch.cuda.device_count()
+        deepspeed.init_distributed(dist_backend="gloo" if shared else "nccl")
     else:
         tdist.init_process_group("gloo")
     torch.zeros(1, device="cuda")   # the primary context, current on this thread
