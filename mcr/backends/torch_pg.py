@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
+from ..errors import CallError
 from ..groups import Group
 from ..ops import is_premul
 from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work, get_timeout, mcr_error
@@ -209,8 +210,14 @@ class TorchPGBackend(Backend):
         fns = {"isend": _isend, "irecv": _irecv}
         ops = [tdist.P2POp(fns[kind], t, group=g.handles[self.name], tag=tag,
                            group_peer=peer) for kind, t, peer, tag, g in items]
+        ws = list(_batch_isend_irecv(ops))
+        if len(ws) == 1:
+            ws *= len(items)   # NCCL coalesces the batch into one work: it is every op's
+        if len(ws) != len(items):
+            raise CallError(f"batch_isend_irecv: torch's {self.name} returned {len(ws)} works "
+                            f"for {len(items)} operations")
         return [self._work("send" if kind == "isend" else "recv", t, g, w)
-                for (kind, t, _, _, g), w in zip(items, _batch_isend_irecv(ops))]
+                for (kind, t, _, _, g), w in zip(items, ws)]
 
     def barrier(self, g: Group, *, sync: bool = False) -> Work | None:
         """barrier through torch."""
