@@ -31,6 +31,8 @@ import numpy as np
 import torch
 import torch.distributed as tdist
 
+from mcr.backends.cudadrv import Driver
+
 _BUFFER_ID, _IPC_CAPABLE, _RANGE_START, _RANGE_SIZE = 7, 10, 11, 12   # CUpointer_attribute
 
 
@@ -38,28 +40,21 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_ubyte * 64)]   # not c_char: that field reads to a NUL
 
 
-class Cu:
-    """The driver calls this probe needs, by ctypes."""
-
-    def __init__(self) -> None:
-        self.lib = ctypes.CDLL("libcuda.so.1")
-
-    def _ok(self, rc: int, what: str) -> None:
-        if rc:
-            raise RuntimeError(f"{what}: CUDA driver error {rc}")
+class Cu(Driver):
+    """mcr's libcuda bindings plus the pointer attributes and IPC calls this probe needs."""
 
     def attr(self, ptr: int, which: int, ctype: type = ctypes.c_uint64) -> int:
         """One pointer attribute."""
         v = ctype()
-        self._ok(self.lib.cuPointerGetAttribute(ctypes.byref(v), which, ctypes.c_uint64(ptr)),
-                 f"cuPointerGetAttribute({which})")
+        self._check(self.lib.cuPointerGetAttribute(ctypes.byref(v), which, ctypes.c_uint64(ptr)),
+                    f"cuPointerGetAttribute({which})")
         return int(v.value)
 
     def export(self, base: int) -> bytes:
         """The legacy IPC handle of the allocation at base."""
         h = _Handle()
-        self._ok(self.lib.cuIpcGetMemHandle(ctypes.byref(h), ctypes.c_uint64(base)),
-                 "cuIpcGetMemHandle")
+        self._check(self.lib.cuIpcGetMemHandle(ctypes.byref(h), ctypes.c_uint64(base)),
+                    "cuIpcGetMemHandle")
         return ctypes.string_at(ctypes.addressof(h), 64)
 
     def open(self, handle: bytes) -> int:
@@ -67,17 +62,12 @@ class Cu:
         h = _Handle()
         ctypes.memmove(ctypes.addressof(h), handle, 64)
         p = ctypes.c_uint64()
-        self._ok(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, 1), "cuIpcOpenMemHandle")
+        self._check(self.lib.cuIpcOpenMemHandle_v2(ctypes.byref(p), h, 1), "cuIpcOpenMemHandle")
         return p.value
 
     def close(self, ptr: int) -> None:
         """Unmap a peer's allocation."""
-        self._ok(self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(ptr)), "cuIpcCloseMemHandle")
-
-    def copy(self, dst: int, src: int, n: int) -> None:
-        """A synchronous device-to-device copy."""
-        self._ok(self.lib.cuMemcpyDtoD_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src),
-                                          ctypes.c_size_t(n)), "cuMemcpyDtoD")
+        self._check(self.lib.cuIpcCloseMemHandle(ctypes.c_uint64(ptr)), "cuIpcCloseMemHandle")
 
 
 def segments(cu: Cu, steps: int, shape: str) -> dict:
@@ -167,7 +157,8 @@ def open_cost(cu: Cu, sizes: list[int], reps: int) -> dict:
             t = time.perf_counter()
             mapped = cu.open(ph)
             t_open.append(time.perf_counter() - t)
-            cu.copy(mapped + off, src.data_ptr(), n)
+            cu.memcpy(mapped + off, src.data_ptr(), n, torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
             t = time.perf_counter()
             cu.close(mapped)
             t_close.append(time.perf_counter() - t)
@@ -211,11 +202,6 @@ def rendezvous(rounds: int) -> dict:
     return dict(rounds=rounds, us_per_call=round(per * 1e6, 2))
 
 
-def tdist_world() -> int:
-    """The launcher's world size."""
-    return int(os.environ.get("WORLD_SIZE", 1))
-
-
 def main() -> None:
     """Run the parts asked for; rank 0 prints and writes JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -231,7 +217,7 @@ def main() -> None:
     parts = args.parts.split(",")
     if "segments" in parts:
         import deepspeed
-        shared = tdist_world() > torch.cuda.device_count()
+        shared = int(os.environ.get("WORLD_SIZE", 1)) > torch.cuda.device_count()
         deepspeed.init_distributed(dist_backend="gloo" if shared else "nccl")
     else:
         tdist.init_process_group("gloo")
