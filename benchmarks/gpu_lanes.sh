@@ -23,8 +23,9 @@ X="$X -x MCR_LOCAL_SIZE -x MCR_MPI_CUDA_AWARE"
 MPI="mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 $X"
 # MPI_NET=tcp: MPI over its TCP transport, as between nodes (the two "nodes" share a host, where
 # Open MPI would otherwise take shared memory); Gloo and its lanes always use TCP.
-[[ ${MPI_NET:-} == tcp ]] && MPI="$MPI --mca pml ob1 --mca btl self,tcp"
-LANES=mpi,mpi_lanes2,mpi_lanes4,gloo,gloo_lanes2,gloo_lanes4,gloo_lanes8
+# The environment carries it to the lane helpers mpi_lanesN spawns as well.
+[[ ${MPI_NET:-} == tcp ]] && { MPI="$MPI --mca pml ob1 --mca btl self,tcp"; export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp; }
+LANES=mpi,mpi_lanes2,mpi_lanes4,mpi_lanes8,gloo,gloo_lanes2,gloo_lanes4,gloo_lanes8
 echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, commit ${COMMIT:-?}, MPI_NET=${MPI_NET:-default}"
 python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread(), "of", MPI.THREAD_MULTIPLE, MPI.Get_library_version().splitlines()[0])'
 T0=$SECONDS
@@ -69,7 +70,7 @@ for size, be in sorted({(s, b) for s, b, _ in t}):
               f" old/new {statistics.median(old) / statistics.median(new):5.2f}")
 PY
 fi
-[[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
+[[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py tests/test_errors.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
 for dev in ${TUNE_DEVS:-cpu}; do
   [[ $PARTS == *tune* ]] || break
   # gloo declines GPU tensors: the CUDA candidates are the staged MPI path and the lanes

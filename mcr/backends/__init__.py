@@ -70,7 +70,7 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
         except ImportError as e:
             out["mpi"] = Unavailable("mpi", f"mpi4py cannot be imported ({e}); "
                                      "pip install 'mcr[mpi]'")
-    out.update(_lanes(out["mpi"]))
+    out.update(_lanes(out["mpi"], cfg))
     from .gloo_lanes import COUNTS, GlooLanesBackend
     out.update((f"gloo_lanes{n}", GlooLanesBackend(n)) for n in COUNTS)
     out.update(_gpu_backends(cfg) if cuda else
@@ -82,12 +82,12 @@ def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
     return registry
 
 
-def _lanes(mpi: Backend) -> dict[str, Backend]:
+def _lanes(mpi: Backend, cfg: Config) -> dict[str, Backend]:
     """mpi_lanesN for each lane count, where mpi itself is available."""
     from .lanes import COUNTS, LaneSet, MpiLanesBackend
     if isinstance(mpi, Unavailable):
         return {f"mpi_lanes{n}": Unavailable(f"mpi_lanes{n}", mpi.reason) for n in COUNTS}
-    lane_set = LaneSet(mpi)
+    lane_set = LaneSet(mpi, cfg.lane_spin_us)
     return {f"mpi_lanes{n}": MpiLanesBackend(lane_set, n) for n in COUNTS}
 
 
@@ -106,8 +106,9 @@ def bind_group(backends: dict[str, Backend], spec: Spec, default_gpu: str) -> Gr
 
 
 def release_group(backends: dict[str, Backend], group: Group, world: bool) -> None:
-    """Free what bind_group made for group; it serves nothing afterwards."""
-    for name, h in group.handles.items():
+    """Free what bind_group made for group, in the reverse of binding (what composes or
+    duplicates a backend's handles goes before it); it serves nothing afterwards."""
+    for name, h in reversed(list(group.handles.items())):
         backends[name].release(h, world)
     group.handles.clear()
     group.released = True

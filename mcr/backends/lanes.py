@@ -1,68 +1,252 @@
-"""Lane-parallel MPI all-reduce: several host cores per rank, each driving its own slice.
+"""Lane-parallel MPI all-reduce: N helper processes per rank, each all-reducing its slice.
 
-MPI's own all-reduce of a host-staged buffer runs on one core per rank: one memcpy stream, one
-reduction loop. Here the buffer is cut into `lanes` slices, and each slice is staged (GPU
-tensors: to pinned host memory on its own CUDA stream) and all-reduced by its own thread on
-its own communicator (a duplicate of the group's), so that many cores copy and reduce at once
-(Adams and Bienz's multi-CPU-per-GPU all-reduce). Across nodes, hier's inter-node all-reduce
-is one such call per local rank, so every lane of every local rank runs at once. The tuner
-picks the lane count: each count is a backend (mpi_lanes2, mpi_lanes4, mpi_lanes8).
+MPI's all-reduce of a host-staged buffer runs on one core per rank, and Open MPI serializes
+one process's collectives whatever thread issues them (NOTES.md, issue 13: eight threads on
+duplicated communicators ran no faster than one). So each lane is a process: at a group's
+first call with N lanes, every member spawns N helpers on its own host (lane_helper.py; a
+collective MPI_Comm_spawn_multiple over the group's communicator), helper i of every member
+joining lane i's communicator. A call copies the buffer into host memory the rank shares with
+its helpers (GPU tensors: slice by slice on a side stream, so that lane i starts as soon as its
+slice has landed), rings each lane, and the helpers all-reduce their slices at once, each on its
+own core and connections (Adams and Bienz's multi-CPU-per-GPU all-reduce). Across nodes, hier's
+inter-node all-reduce is one such call per local rank, so every lane of every local rank runs
+at once. The tuner picks the lane count: each is a backend (mpi_lanes2, mpi_lanes4, mpi_lanes8).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
+from datetime import timedelta
 from typing import Any
 
 import torch
 
+from ..errors import LibraryError
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..threads import Futures, Worker
-from ..work import Work, poll_until
+from ..work import Work, get_timeout, poll_until, wait_event
+from . import lane_helper as H
 from .base import HOST, Backend
-from .staging import PinnedPool, view_as
 
 COUNTS = (2, 4, 8)   # the lane counts offered to the tuner, one backend each
+_SHM = "/dev/shm"  # noqa: S108 - files made O_EXCL, mode 0600, named by pid and object
+
+
+class LaneProcs:
+    """One communicator's helpers for one lane count: their control block, the data segment
+    they share with this rank, and the call in flight (one at a time: a new call first
+    finishes the previous one)."""
+
+    def __init__(self, mpi: Any, comm: Any, lanes: int, spin_s: float) -> None:
+        MPI = mpi.MPI
+        self.lanes, self.comm = lanes, comm
+        tag = f"mcr-lanes-{os.getpid()}-{id(self)}"
+        self.ctl_path = f"{_SHM}/{tag}-ctl"
+        self.block = H.Block(H.map_file(self.ctl_path, H.CTL_BYTES))
+        self.block.words[:] = 0
+        self.data_tag, self.data_path = f"{_SHM}/{tag}-data", ""
+        self.data: Any = None
+        self.host: torch.Tensor | None = None
+        self.registered = False
+        self.seq = 0
+        self.pending: LaneCall | None = None
+        self.stream: Any = None
+        self.reusable: Any = None   # event: the last copy back out of the data segment
+        hosts = comm.allgather(socket.gethostname())
+        paths, pids = comm.allgather(self.ctl_path), comm.allgather(os.getpid())
+        infos = [MPI.INFO_NULL] * len(hosts)
+        if len(set(hosts)) > 1:   # several hosts: each rank's helpers on its own
+            infos = [MPI.Info.Create() for _ in hosts]
+            for info, h in zip(infos, hosts):
+                info.Set("host", h)
+        helper = os.path.abspath(H.__file__)
+        try:
+            self.inter = comm.Spawn_multiple([sys.executable] * len(hosts), [[helper]] * len(hosts),
+                                             [lanes] * len(hosts), infos, root=0)
+        except MPI.Exception as e:
+            raise LibraryError(f"mcr: mpi_lanes{lanes} could not spawn its {lanes} helper "
+                               f"processes per rank (MPI_Comm_spawn_multiple: {e}); the MPI "
+                               "launcher must allow spawning (Open MPI: --oversubscribe where "
+                               "the slots are fewer than ranks x (lanes + 1))") from e
+        root = MPI.ROOT if comm.Get_rank() == 0 else MPI.PROC_NULL
+        self.inter.bcast((lanes, paths, pids, spin_s), root=root)
+        recs = [self.block.rec(i) for i in range(lanes)]
+        poll_until(lambda: all(r[H.PID] for r in recs), f"the {lanes} lane helpers to start")
+        self.pids = [int(r[H.PID]) for r in recs]
+        os.unlink(self.ctl_path)   # mapped by all now; nothing to leave behind after a crash
+
+    def ensure(self, nbytes: int, cuda: bool) -> torch.Tensor:
+        """The data segment as uint8, at least nbytes (a larger one replaces it: no call is in
+        flight then), pinned for CUDA copies where cuda."""
+        if self.host is None or self.host.numel() < nbytes:
+            self._drop_data()
+            size = max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
+            free = os.statvfs(_SHM).f_bavail * os.statvfs(_SHM).f_frsize
+            if size > free:
+                raise LibraryError(f"mcr: mpi_lanes{self.lanes} needs {size} bytes of {_SHM} "
+                                   f"for a {nbytes}-byte all-reduce; {free} are free")
+            path = f"{self.data_tag}-{self.block.words[H.GEN] + 1}"
+            self.data = H.map_file(path, size)
+            self.host = torch.frombuffer(self.data, dtype=torch.uint8)
+            self.block.set_data_path(path)
+            self.data_path = path
+        if cuda and not self.registered:
+            rc = torch.cuda.cudart().cudaHostRegister(self.host.data_ptr(), self.host.numel(), 0)
+            if int(rc) != 0:
+                raise LibraryError(f"mcr: cudaHostRegister of mpi_lanes' {self.host.numel()}-"
+                                   f"byte shared buffer failed ({rc})")
+            self.registered = True
+            self.stream = torch.cuda.Stream()
+        return self.host
+
+    def _drop_data(self) -> None:
+        if self.host is None:
+            return
+        if self.reusable is not None:
+            wait_event(self.reusable, "the last copy out of mpi_lanes' shared buffer")
+        if self.registered:
+            torch.cuda.cudart().cudaHostUnregister(self.host.data_ptr())
+            self.registered = False
+        self.host = None
+        self.data.close()
+        if os.path.exists(self.data_path):
+            os.unlink(self.data_path)
+
+    def start(self, t: torch.Tensor, dtype_code: int, op_code: int) -> LaneCall:
+        """Stage t into the data segment lane by lane, ringing each lane as its slice lands."""
+        if self.pending is not None:
+            self.pending.finish(get_timeout())
+        host = self.ensure(t.nbytes, t.is_cuda)
+        self.seq += 1
+        es, n = t.element_size(), t.numel()
+        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
+        flat = t.view(-1)
+        view = host[:t.nbytes].view(t.dtype)
+        evs = []
+        if t.is_cuda:
+            s = self.stream
+            s.wait_stream(torch.cuda.current_stream())
+            if self.reusable is not None:
+                s.wait_event(self.reusable)
+            with torch.cuda.stream(s):
+                for a, b in zip(bounds, bounds[1:]):
+                    view[a:b].copy_(flat[a:b], non_blocking=True)
+                    evs.append(torch.cuda.Event())
+                    evs[-1].record(s)
+        for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+            if evs:
+                wait_event(evs[i], "the GPU copy of an mpi_lanes slice")
+            else:
+                view[a:b].copy_(flat[a:b])
+            r = self.block.rec(i)
+            r[H.OFFSET], r[H.COUNT], r[H.DTYPE], r[H.OP] = a * es, b - a, dtype_code, op_code
+            r[H.SEQ] = self.seq
+            self.block.ring(i)
+        self.pending = LaneCall(self, t, view, bounds, self.seq)
+        return self.pending
+
+    def alive(self) -> None:
+        """Raise if a helper died (a wait on it would be hopeless)."""
+        for i, pid in enumerate(self.pids):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise LibraryError(f"mcr: mpi_lanes{self.lanes} helper {i} (pid {pid}) "
+                                   "exited; see its stderr") from None
+
+    def close(self) -> None:
+        """Tell the helpers to quit and disconnect from them (collective over the
+        communicator's members and every helper)."""
+        if self.pending is not None:
+            self.pending.finish(get_timeout())
+        self.block.words[H.QUIT] = 1
+        for i in range(self.lanes):
+            self.block.ring(i)
+        self.inter.Disconnect()
+        self._drop_data()
+        self.block.release()
+
+
+class LaneCall:
+    """torch-work-like handle of one lane all-reduce: done when every lane is, then copied back
+    (GPU: on the waiter's current stream)."""
+
+    def __init__(self, procs: LaneProcs, t: torch.Tensor, view: torch.Tensor,
+                 bounds: list[int], seq: int) -> None:
+        self.procs, self.t, self.view, self.bounds, self.seq = procs, t, view, bounds, seq
+        self.recs = [procs.block.rec(i) for i in range(procs.lanes)]
+        self.finished = False
+
+    def is_completed(self) -> bool:
+        """Have all lanes finished their slices?"""
+        return self.finished or all(r[H.DONE] == self.seq for r in self.recs)
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        """finish() with the timeout, or MCR_TIMEOUT_S."""
+        self.finish(get_timeout() if timeout is None else timeout.total_seconds())
+        return True
+
+    def finish(self, secs: float) -> None:
+        """Wait for each lane, copying its slice back as it completes."""
+        if self.finished:
+            return
+        p, flat = self.procs, self.t.view(-1)
+        for i, r in enumerate(self.recs):
+            poll_until(lambda r=r: r[H.DONE] == self.seq,
+                       lambda: f"all_reduce on backend 'mpi_lanes{p.lanes}' "
+                               f"({self.t.nbytes} bytes), lane {i}", secs, check=p.alive)
+            if r[H.ERROR] == self.seq:
+                raise LibraryError(f"mcr: all_reduce on backend 'mpi_lanes{p.lanes}' "
+                                   f"({self.t.nbytes} bytes): lane {i} failed (its helper's "
+                                   "error is on stderr)")
+            a, b = self.bounds[i], self.bounds[i + 1]
+            flat[a:b].copy_(self.view[a:b], non_blocking=self.t.is_cuda)
+        if self.t.is_cuda:
+            p.reusable = torch.cuda.Event()
+            p.reusable.record()
+        self.finished = True
+        p.pending = None
+        self.t = self.view = None   # type: ignore[assignment]
 
 
 class LaneSet:
-    """What lane i owns, shared by every lane count: one thread (so that the calls on lane i's
-    communicator of a group start in issue order, as MPI requires of a communicator's
-    collectives), a CUDA stream and a pinned pool (made on the calling thread), and per group
-    communicator its duplicates."""
+    """Every communicator's helpers, by (communicator, lane count), made at first use."""
 
-    def __init__(self, mpi: Any) -> None:
+    def __init__(self, mpi: Any, spin_us: int | None) -> None:
         self.mpi = mpi
-        self.threads: list[Worker] = []
-        self.streams: list[Any] = []
-        self.pools: list[PinnedPool] = []
+        self.spin_us = spin_us
+        self.procs: dict[tuple[int, int], LaneProcs] = {}
 
-    def grow(self, lanes: int, cuda: bool) -> None:
-        """At least `lanes` lanes, with streams if cuda."""
-        while len(self.threads) < lanes:
-            i = len(self.threads)
-            self.threads.append(Worker(f"mcr-lane{i}"))
-            self.pools.append(PinnedPool(self.mpi.pool.max_cached / max(COUNTS)))
-        while cuda and len(self.streams) < lanes:
-            self.streams.append(torch.cuda.Stream())
+    def get(self, comm: Any, lanes: int) -> LaneProcs:
+        """comm's helpers for `lanes` lanes (spawned now where missing: every member makes its
+        first call with this lane count at the same point)."""
+        p = self.procs.get((id(comm), lanes))
+        if p is None:
+            self.mpi.drain()   # the spawn is a collective on comm: after those queued on it
+            p = self.procs[(id(comm), lanes)] = LaneProcs(self.mpi, comm, lanes,
+                                                          self._spin_s(lanes))
+        return p
 
-    def comms(self, comm: Any, lanes: int) -> list[Any]:
-        """The first `lanes` duplicates of a group's communicator (made the first time: every
-        rank of the group makes its first lane call at the same point; nonblocking, so MPI
-        keeps progressing meanwhile)."""
-        dups = self.mpi.lane_comms.setdefault(id(comm), [])
-        if len(dups) < lanes:
-            self.mpi.drain()   # Idup is a collective on comm: after the ones queued on it
-        while len(dups) < lanes:
-            made = comm.Idup()
-            poll_until(made[1].Test, "creating the MPI communicators of the lanes",
-                       progresses=True)
-            dups.append(made[0])
-        return dups[:lanes]
+    def _spin_s(self, lanes: int) -> float:
+        """How long an idle helper spins before it sleeps: MCR_LANE_SPIN_US, else 2 ms where
+        this host has a core for every rank and helper on it, none where it has not (spinning
+        helpers would take the cores the ranks need)."""
+        if self.spin_us is not None:
+            return self.spin_us * 1e-6
+        local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        return 2e-3 if cores >= local * (lanes + 1) else 0.0
+
+    def close(self, comm: Any) -> None:
+        """Stop comm's helpers (every member releases the group at the same point)."""
+        for key in [k for k in self.procs if k[0] == id(comm)]:
+            self.procs.pop(key).close()
 
 
 class MpiLanesBackend(Backend):
-    """all_reduce in `lanes` slices, one thread and one communicator each."""
+    """all_reduce in `lanes` slices, one helper process each."""
 
     domain = HOST
     serves = frozenset({ALL_REDUCE})
@@ -70,54 +254,34 @@ class MpiLanesBackend(Backend):
     def __init__(self, lane_set: LaneSet, lanes: int) -> None:
         self.name = f"mpi_lanes{lanes}"
         self.set, self.mpi, self.lanes = lane_set, lane_set.mpi, lanes
+        MPI = self.mpi.MPI
+        self._ops = [getattr(MPI, n) for n in H.OPS]
 
     def bind(self, spec: Spec) -> Any:
-        """The group's MPI communicator (lanes duplicate it on first use)."""
+        """The group's MPI communicator (the helpers are spawned at the first call)."""
         if not spec.member or "mpi" not in spec.handles:
             return None
-        if not self.mpi._multiple:
-            spec.notes[self.name] = "MPI was initialized without MPI_THREAD_MULTIPLE (lanes " \
-                                    "call it from several threads)"
+        if not os.path.isdir(_SHM):
+            spec.notes[self.name] = f"lanes share memory through {_SHM}, which this host lacks"
             return None
         return spec.handles["mpi"]
 
+    def release(self, handle: Any, world: bool) -> None:
+        """Stop the helpers of this communicator (before mpi frees it)."""
+        self.set.close(handle)
+
     def decline_key(self, key: CallKey) -> str | None:
-        """What MPI cannot reduce (a lane left without elements reduces none)."""
-        return self.mpi.decline_key(key)
+        """What MPI cannot reduce, and what it can but the helpers were not given codes for."""
+        why = self.mpi.decline_key(key)
+        if why is None and str(key.dtype).removeprefix("torch.") not in H.DTYPES:
+            why = f"mpi lanes do not reduce {key.dtype}"
+        return why
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
-        """Each lane all-reduces its slice of t in place (GPU tensors through pinned memory)."""
-        ls = self.set
-        ls.grow(self.lanes, t.is_cuda)
-        comms, n = ls.comms(g.handles[self.name], self.lanes), t.numel()
-        flat = t.view(-1)
-        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
-        ready = None
-        if t.is_cuda:
-            ready = torch.cuda.Event()
-            ready.record()
+        """Each lane all-reduces its slice of t in place (avg: sum, then divide)."""
+        procs = self.set.get(g.handles[self.name], self.lanes)
         op, avg = self.mpi._reduction(redop)
-        futs = [ls.threads[i].submit(self._lane, i, flat[bounds[i]:bounds[i + 1]], comms[i], op,
-                                     ready) for i in range(self.lanes)]
-        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=Futures(futs),
+        call = procs.start(t, H.DTYPES.index(str(t.dtype).removeprefix("torch.")),
+                           self._ops.index(op))
+        return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=call,
                     after=self.mpi._avg(t, avg, g.size), keep=(t,))
-
-    def _lane(self, i: int, part: torch.Tensor, comm: Any, op: Any, ready: Any) -> None:
-        """One lane: stage in, all-reduce, stage out (runs on the lane's thread)."""
-        if ready is None:
-            comm.Allreduce(self.mpi.MPI.IN_PLACE, self.mpi._typed(part), op)
-            return
-        s, pool = self.set.streams[i], self.set.pools[i]
-        buf = pool.get(part.nbytes)
-        try:
-            host = view_as(buf, part)
-            torch.cuda.set_device(part.device)
-            with torch.cuda.stream(s):
-                s.wait_event(ready)
-                host.copy_(part, non_blocking=True)
-                s.synchronize()
-                comm.Allreduce(self.mpi.MPI.IN_PLACE, self.mpi._typed(host), op)
-                part.copy_(host, non_blocking=True)
-                s.synchronize()
-        finally:
-            pool.put(buf, None)

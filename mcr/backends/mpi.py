@@ -85,8 +85,6 @@ class MpiBackend(Backend):
         self.departures = Departures(MPI)
         self.cuda_aware = cuda_aware_mpi(cfg.mpi_cuda_aware)
         self.pool = PinnedPool(cfg.mpi_pinned_max_bytes)
-        # id of a group's communicator -> the duplicates its lanes use (backends.lanes)
-        self.lane_comms: dict[int, list[Any]] = {}
         self._types = {
             torch.float32: MPI.FLOAT, torch.float64: MPI.DOUBLE, torch.int8: MPI.INT8_T,
             torch.uint8: MPI.UINT8_T, torch.int16: MPI.INT16_T, torch.int32: MPI.INT32_T,
@@ -130,9 +128,7 @@ class MpiBackend(Backend):
         return comm
 
     def release(self, handle: Any, world: bool) -> None:
-        """Free a communicator bind() created, and its lanes' duplicates."""
-        for dup in self.lane_comms.pop(id(handle), []):
-            dup.Free()
+        """Free a communicator bind() created."""
         if handle is not self.MPI.COMM_WORLD and handle != self.MPI.COMM_NULL:
             self.departures.forget(handle)
             handle.Free()
