@@ -6,9 +6,8 @@ duplicated communicators ran no faster than one). So each lane is a process: at 
 first call with N lanes, every member spawns N helpers on its own host (lane_helper.py; a
 collective MPI_Comm_spawn_multiple over the group's communicator), helper i of every member
 joining lane i's communicator. A call copies the buffer into host memory the rank shares with
-its helpers (GPU tensors: slice by slice on a side stream, so that lane i starts as soon as its
-slice has landed), rings each lane, and the helpers all-reduce their slices at once, each on its
-own core and connections (Adams and Bienz's multi-CPU-per-GPU all-reduce). Across nodes, hier's
+its helpers, rings each lane, and the helpers all-reduce their slices at once, each on its own
+core and connections (Adams and Bienz's multi-CPU-per-GPU all-reduce). Across nodes, hier's
 inter-node all-reduce is one such call per local rank, so every lane of every local rank runs
 at once. The tuner picks the lane count: each is a backend (mpi_lanes2, mpi_lanes4, mpi_lanes8).
 """
@@ -52,7 +51,6 @@ class LaneProcs:
         self.registered = False
         self.seq = 0
         self.pending: LaneCall | None = None
-        self.stream: Any = None
         self.reusable: Any = None   # event: the last copy back out of the data segment
         hosts = comm.allgather(socket.gethostname())
         paths, pids = comm.allgather(self.ctl_path), comm.allgather(os.getpid())
@@ -98,7 +96,6 @@ class LaneProcs:
                 raise LibraryError(f"mcr: cudaHostRegister of mpi_lanes' {self.host.numel()}-"
                                    f"byte shared buffer failed ({rc})")
             self.registered = True
-            self.stream = torch.cuda.Stream()
         return self.host
 
     def _drop_data(self) -> None:
@@ -115,36 +112,34 @@ class LaneProcs:
             os.unlink(self.data_path)
 
     def start(self, t: torch.Tensor, dtype_code: int, op_code: int) -> LaneCall:
-        """Stage t into the data segment lane by lane, ringing each lane as its slice lands."""
+        """Stage t into the data segment (GPU: one copy on the current stream, waited for),
+        then ring every lane with its slice."""
         if self.pending is not None:
             self.pending.finish(get_timeout())
         host = self.ensure(t.nbytes, t.is_cuda)
         self.seq += 1
         es, n = t.element_size(), t.numel()
-        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
-        flat = t.view(-1)
         view = host[:t.nbytes].view(t.dtype)
-        evs = []
         if t.is_cuda:
-            s = self.stream
-            s.wait_stream(torch.cuda.current_stream())
+            # One copy, not one per slice: each copy call cost ~35 us on the H100 host
+            # (probes/probe_stage_costs.py), more than the pipelining won.
             if self.reusable is not None:
-                s.wait_event(self.reusable)
-            with torch.cuda.stream(s):
-                for a, b in zip(bounds, bounds[1:]):
-                    view[a:b].copy_(flat[a:b], non_blocking=True)
-                    evs.append(torch.cuda.Event())
-                    evs[-1].record(s)
-        for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
-            if evs:
-                wait_event(evs[i], "the GPU copy of an mpi_lanes slice")
-            else:
-                view[a:b].copy_(flat[a:b])
+                torch.cuda.current_stream().wait_event(self.reusable)
+            view.copy_(t.view(-1), non_blocking=True)
+            landed = torch.cuda.Event()
+            landed.record()
+            poll_until(landed.query, "the GPU copy into mpi_lanes' shared buffer",
+                       progresses=True)
+        else:
+            view.copy_(t.view(-1))
+        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
+        for i in range(self.lanes):
             r = self.block.rec(i)
-            r[H.OFFSET], r[H.COUNT], r[H.DTYPE], r[H.OP] = a * es, b - a, dtype_code, op_code
+            r[H.OFFSET], r[H.COUNT] = bounds[i] * es, bounds[i + 1] - bounds[i]
+            r[H.DTYPE], r[H.OP] = dtype_code, op_code
             r[H.SEQ] = self.seq
             self.block.ring(i)
-        self.pending = LaneCall(self, t, view, bounds, self.seq)
+        self.pending = LaneCall(self, t, view, self.seq)
         return self.pending
 
     def alive(self) -> None:
@@ -173,9 +168,8 @@ class LaneCall:
     """torch-work-like handle of one lane all-reduce: done when every lane is, then copied back
     (GPU: on the waiter's current stream)."""
 
-    def __init__(self, procs: LaneProcs, t: torch.Tensor, view: torch.Tensor,
-                 bounds: list[int], seq: int) -> None:
-        self.procs, self.t, self.view, self.bounds, self.seq = procs, t, view, bounds, seq
+    def __init__(self, procs: LaneProcs, t: torch.Tensor, view: torch.Tensor, seq: int) -> None:
+        self.procs, self.t, self.view, self.seq = procs, t, view, seq
         self.recs = [procs.block.rec(i) for i in range(procs.lanes)]
         self.finished = False
 
@@ -189,20 +183,22 @@ class LaneCall:
         return True
 
     def finish(self, secs: float) -> None:
-        """Wait for each lane, copying its slice back as it completes."""
+        """Wait for every lane, then copy the result back. The waits do not nudge MPI (an
+        MPI_Iprobe over TCP per poll slowed them): the lanes need nothing from this rank's MPI,
+        and its own pending requests progress again when it next waits on MPI."""
         if self.finished:
             return
-        p, flat = self.procs, self.t.view(-1)
+        p = self.procs
         for i, r in enumerate(self.recs):
             poll_until(lambda r=r: r[H.DONE] == self.seq,
                        lambda: f"all_reduce on backend 'mpi_lanes{p.lanes}' "
-                               f"({self.t.nbytes} bytes), lane {i}", secs, check=p.alive)
+                               f"({self.t.nbytes} bytes), lane {i}", secs, check=p.alive,
+                       progresses=True)
             if r[H.ERROR] == self.seq:
                 raise LibraryError(f"mcr: all_reduce on backend 'mpi_lanes{p.lanes}' "
                                    f"({self.t.nbytes} bytes): lane {i} failed (its helper's "
                                    "error is on stderr)")
-            a, b = self.bounds[i], self.bounds[i + 1]
-            flat[a:b].copy_(self.view[a:b], non_blocking=self.t.is_cuda)
+        self.t.view(-1).copy_(self.view, non_blocking=self.t.is_cuda)
         if self.t.is_cuda:
             p.reusable = torch.cuda.Event()
             p.reusable.record()
