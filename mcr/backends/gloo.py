@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..groups import Spec
-from ..ops import DEVICELESS, CallKey
+from ..ops import DEVICELESS, REDUCTIONS, CallKey
 from .base import HOST
 from .torch_pg import TorchPGBackend
+
+# What torch's Gloo cannot reduce ("Invalid scalar type" from inside the library, torch 2.13).
+_NO_REDUCTION = {torch.int16, torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn,
+                 torch.float8_e5m2}
 
 
 class GlooBackend(TorchPGBackend):
@@ -27,4 +33,6 @@ class GlooBackend(TorchPGBackend):
         """Gloo in mcr serves CPU tensors; GPU tensors go to nccl or mpi."""
         if key.device != "cpu" and key.op not in DEVICELESS:
             return f"gloo serves CPU tensors only, not {key.device}"
+        if key.op in REDUCTIONS and key.dtype in _NO_REDUCTION:
+            return f"gloo has no {key.dtype} reductions"
         return None

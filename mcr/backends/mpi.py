@@ -71,6 +71,28 @@ def abort_job_on_uncaught_exception(MPI: Any) -> None:
     sys.excepthook = hook
 
 
+def overflowing_reductions(MPI: Any, types: dict[torch.dtype, Any], ops: dict[Any, Any]
+                           ) -> set[tuple[torch.dtype, Any]]:
+    """(integer dtype, torch ReduceOp) pairs this MPI gets wrong when the result overflows:
+    Open MPI's AVX reductions saturate (uint8 200 + 100 gives 255, not 44) from 64 elements on,
+    where torch, NCCL and Gloo wrap. Found by reducing locally (MPI_Reduce_local, no peers)."""
+    R = tdist.ReduceOp
+    bad = set()
+    for dt, mtype in types.items():
+        if dt.is_floating_point or dt.is_complex:
+            continue
+        nt = torch.empty(0, dtype=dt).numpy().dtype
+        top = np.iinfo(nt).max
+        for redop in (R.SUM, R.PRODUCT):
+            a = np.full(1024, top, dtype=nt)
+            inout = np.full(1024, 2, dtype=nt)
+            want = (a.astype(np.uint64) + 2 if redop == R.SUM else a.astype(np.uint64) * 2)
+            ops[redop].Reduce_local([a, mtype], [inout, mtype])
+            if not np.array_equal(inout, want.astype(nt)):
+                bad.add((dt, redop))
+    return bad
+
+
 class MpiBackend(Backend):
     """mpi4py over the communicator of each mcr group."""
 
@@ -102,6 +124,7 @@ class MpiBackend(Backend):
         self._at = (getattr(MPI, "buffer", None) or MPI.memory).fromaddress
         self._bitwise = {R.BAND, R.BOR, R.BXOR}
         self._ordered = {R.MIN, R.MAX}
+        self._wrong_on_overflow = overflowing_reductions(MPI, self._types, self._ops)
         self._multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         # Blocking collectives from this size run on a worker thread: Open MPI's non-blocking
         # ones (libnbc) were 1.4-1.6x slower from 1 MiB, but the hand-off to the worker cost
@@ -151,6 +174,10 @@ class MpiBackend(Backend):
                 return f"MPI has no {key.redop} reduction"
             if key.redop in self._bitwise and (dt.is_floating_point or dt.is_complex):
                 return "MPI bitwise reductions need integer tensors"
+            if (dt, key.redop) in self._wrong_on_overflow:
+                return (f"this MPI's {key.redop} of {dt} saturates on overflow instead of "
+                        "wrapping as torch does (Open MPI's AVX reductions, open-mpi/ompi#8045); "
+                        "OMPI_MCA_op=^avx in the environment before MPI starts turns them off")
             if key.redop in self._ordered and dt.is_complex:
                 return "MPI min/max need ordered (non-complex) types"
             if key.redop == tdist.ReduceOp.AVG and not dt.is_floating_point:
