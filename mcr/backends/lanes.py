@@ -45,7 +45,7 @@ class LaneProcs:
         self.ctl_path = f"{_SHM}/{tag}-ctl"
         self.block = H.Block(H.map_file(self.ctl_path, H.CTL_BYTES))
         self.block.words[:] = 0
-        self.data_tag, self.data_path = f"{_SHM}/{tag}-data", ""
+        self.data_tag, self.data_path, self.data_linked = f"{_SHM}/{tag}-data", "", False
         self.data: Any = None
         self.host: torch.Tensor | None = None
         self.registered = False
@@ -89,7 +89,7 @@ class LaneProcs:
             self.data = H.map_file(path, size)
             self.host = torch.frombuffer(self.data, dtype=torch.uint8)
             self.block.set_data_path(path)
-            self.data_path = path
+            self.data_path, self.data_linked = path, True
         if cuda and not self.registered:
             rc = torch.cuda.cudart().cudaHostRegister(self.host.data_ptr(), self.host.numel(), 0)
             if int(rc) != 0:
@@ -108,8 +108,9 @@ class LaneProcs:
             self.registered = False
         self.host = None
         self.data.close()
-        if os.path.exists(self.data_path):
+        if self.data_linked:
             os.unlink(self.data_path)
+            self.data_linked = False
 
     def start(self, t: torch.Tensor, dtype_code: int, op_code: int) -> LaneCall:
         """Stage t into the data segment (GPU: one copy on the current stream, waited for),
@@ -198,6 +199,10 @@ class LaneCall:
                 raise LibraryError(f"mcr: all_reduce on backend 'mpi_lanes{p.lanes}' "
                                    f"({self.t.nbytes} bytes): lane {i} failed (its helper's "
                                    "error is on stderr)")
+        if p.data_linked:
+            # every helper has mapped it now: nothing left in /dev/shm if the job dies
+            os.unlink(p.data_path)
+            p.data_linked = False
         self.t.view(-1).copy_(self.view, non_blocking=self.t.is_cuda)
         if self.t.is_cuda:
             p.reusable = torch.cuda.Event()
