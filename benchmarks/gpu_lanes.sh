@@ -86,3 +86,5 @@ if [[ $PARTS == *hier* ]]; then
     --expect all_gather=hier,reduce_scatter=hier > "$OUT/hier_cuda.log" 2>&1
   echo "hier cuda rc=$? at $((SECONDS - T0)) s"; grep -E "OK|Error" "$OUT/hier_cuda.log" | head -8
 fi
+# One archive: the device tool brings back only a few files per run.
+(cd "$OUT" && tar -cf lanes_results.tar --remove-files -- $(ls | grep -v '^lanes_results.tar$'))
