@@ -40,7 +40,7 @@ class LaneProcs:
 
     def __init__(self, mpi: Any, comm: Any, lanes: int, spin_s: float) -> None:
         MPI = mpi.MPI
-        self.lanes, self.comm = lanes, comm
+        self.lanes = lanes
         tag = f"mcr-lanes-{os.getpid()}-{id(self)}"
         self.ctl_path = f"{_SHM}/{tag}-ctl"
         self.block = H.Block(H.map_file(self.ctl_path, H.CTL_BYTES))
@@ -81,7 +81,8 @@ class LaneProcs:
         if self.host is None or self.host.numel() < nbytes:
             self._drop_data()
             size = max(1 << 20, 1 << (max(nbytes, 1) - 1).bit_length())
-            free = os.statvfs(_SHM).f_bavail * os.statvfs(_SHM).f_frsize
+            fs = os.statvfs(_SHM)
+            free = fs.f_bavail * fs.f_frsize
             if size > free:
                 raise LibraryError(f"mcr: mpi_lanes{self.lanes} needs {size} bytes of {_SHM} "
                                    f"for a {nbytes}-byte all-reduce; {free} are free")
