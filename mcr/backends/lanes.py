@@ -258,6 +258,8 @@ class MpiLanesBackend(Backend):
         self.set, self.mpi, self.lanes = lane_set, lane_set.mpi, lanes
         MPI = self.mpi.MPI
         self._ops = [getattr(MPI, n) for n in H.OPS]
+        # the helpers' dtype codes, by torch dtype: looked up per call
+        self._codes = {getattr(torch, n): i for i, n in enumerate(H.DTYPES)}
 
     def bind(self, spec: Spec) -> Any:
         """The group's MPI communicator (the helpers are spawned at the first call)."""
@@ -275,7 +277,7 @@ class MpiLanesBackend(Backend):
     def decline_key(self, key: CallKey) -> str | None:
         """What MPI cannot reduce, and what it can but the helpers were not given codes for."""
         why = self.mpi.decline_key(key)
-        if why is None and str(key.dtype).removeprefix("torch.") not in H.DTYPES:
+        if why is None and key.dtype not in self._codes:
             why = f"mpi lanes do not reduce {key.dtype}"
         return why
 
@@ -283,7 +285,6 @@ class MpiLanesBackend(Backend):
         """Each lane all-reduces its slice of t in place (avg: sum, then divide)."""
         procs = self.set.get(g.handles[self.name], self.lanes)
         op, avg = self.mpi._reduction(redop)
-        call = procs.start(t, H.DTYPES.index(str(t.dtype).removeprefix("torch.")),
-                           self._ops.index(op))
+        call = procs.start(t, self._codes[t.dtype], self._ops.index(op))
         return Work(ALL_REDUCE, self.name, t.nbytes, g.size, torch_work=call,
                     after=self.mpi._avg(t, avg, g.size), keep=(t,))
