@@ -9,8 +9,10 @@
 #         rounds inside each run, CPU and GPU tensors;
 #   tune  the tuner's pick among them on this host's cores (TUNE_DEVS: cpu, cuda or both);
 #   hier  the hierarchical collectives bit-exact on GPU tensors (4 ranks as 2 nodes of 2);
-#   ab    Gloo lanes on GPU tensors, this tree's mcr/backends/gloo_lanes.py (new) against the
-#         file $AB_OLD (a previous version, swapped in for its runs), alternated 3 x A B;
+#   ab    this tree's $AB_FILE (new; default mcr/backends/gloo_lanes.py) against the file
+#         $AB_OLD (a previous version, swapped in for its runs), alternated 3 x A B: OSU
+#         all-reduce on $AB_DEV tensors (default cuda) through mpi and $AB_BACKENDS (default
+#         the Gloo lanes);
 #   test  the `gpu` tests that run on one GPU (host-staged paths against torch).
 # MPI_NET=tcp puts MPI on its TCP transport. Logs and CSVs go to $OUT.
 set -uo pipefail
@@ -47,15 +49,16 @@ for dev in ${DEVS:-cpu cuda}; do
   echo "osu all_reduce $dev rc=$? at $((SECONDS - T0)) s"; grep -E "^#|^ +[0-9]" "$OUT/lanes_$dev.log" | tail -n 45
 done
 if [[ $PARTS == *ab* ]]; then
-  cp mcr/backends/gloo_lanes.py /tmp/gloo_lanes_new.py
+  AB_FILE=${AB_FILE:-mcr/backends/gloo_lanes.py}
+  cp "$AB_FILE" /tmp/ab_new.py
   for v in new old new old new old; do
-    if [[ $v == new ]]; then cp /tmp/gloo_lanes_new.py mcr/backends/gloo_lanes.py; else cp "$AB_OLD" mcr/backends/gloo_lanes.py; fi
-    MCR_BACKEND=mpi $MPI -x MCR_BACKEND $OSU -d cuda -m 256KiB:64MiB -f 4 --rounds 3 \
-      --backend mpi,gloo_lanes2,gloo_lanes4,gloo_lanes8 2>&1 | grep -aE "^ +[0-9]" | sed "s/^/$v /"
-  done > "$OUT/ab_gloo_lanes.log"
-  cp /tmp/gloo_lanes_new.py mcr/backends/gloo_lanes.py
+    if [[ $v == new ]]; then cp /tmp/ab_new.py "$AB_FILE"; else cp "$AB_OLD" "$AB_FILE"; fi
+    MCR_BACKEND=mpi $MPI -x MCR_BACKEND $OSU -d ${AB_DEV:-cuda} -m 256KiB:64MiB -f 4 --rounds 3 \
+      --backend mpi,${AB_BACKENDS:-gloo_lanes2,gloo_lanes4,gloo_lanes8} 2>&1 | grep -aE "^ +[0-9]" | sed "s/^/$v /"
+  done > "$OUT/ab_lanes.log"
+  cp /tmp/ab_new.py "$AB_FILE"
   echo "ab rc=$? at $((SECONDS - T0)) s"
-  python3 - "$OUT/ab_gloo_lanes.log" <<'PY'
+  python3 - "$OUT/ab_lanes.log" <<'PY'
 import collections, statistics, sys
 t = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -70,7 +73,7 @@ for size, be in sorted({(s, b) for s, b, _ in t}):
               f" old/new {statistics.median(old) / statistics.median(new):5.2f}")
 PY
 fi
-[[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py tests/test_errors.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
+[[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py tests/test_errors.py tests/test_lanes.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
 for dev in ${TUNE_DEVS:-cpu}; do
   [[ $PARTS == *tune* ]] || break
   # gloo declines GPU tensors: the CUDA candidates are the staged MPI path and the lanes

@@ -31,6 +31,10 @@ from .base import HOST, Backend
 
 COUNTS = (2, 4, 8)   # the lane counts offered to the tuner, one backend each
 _SHM = "/dev/shm"  # noqa: S108 - files made O_EXCL, mode 0600, named by pid and object
+# CPU tensors whose lane slices are at least this large are staged slice by slice: the copy of
+# one overlaps the lanes before it (16-64 MiB 1.1-1.5x on the H100 host's 16 cores); smaller
+# slices lost the ~6 us of Python each piece costs (1 MiB in 4 lanes 0.87x; NOTES.md).
+PIECEWISE_SLICE_BYTES = 512 << 10
 
 
 class LaneProcs:
@@ -114,34 +118,40 @@ class LaneProcs:
             self.data_linked = False
 
     def start(self, t: torch.Tensor, dtype_code: int, op_code: int) -> LaneCall:
-        """Stage t into the data segment (GPU: one copy on the current stream, waited for),
-        then ring every lane with its slice."""
+        """Stage t into the data segment and ring every lane with its slice. GPU: one copy on
+        the current stream, waited for, then every lane. CPU: one copy, or, where slices are
+        large, slice by slice, each lane rung as soon as its slice is in, so that the copy of
+        one overlaps the lanes before it."""
         if self.pending is not None:
             self.pending.finish(get_timeout())
         host = self.ensure(t.nbytes, t.is_cuda)
         self.seq += 1
         es, n = t.element_size(), t.numel()
-        view = host[:t.nbytes].view(t.dtype)
+        view, flat = host[:t.nbytes].view(t.dtype), t.view(-1)
+        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
+        piecewise = not t.is_cuda and t.nbytes >= PIECEWISE_SLICE_BYTES * self.lanes
         if t.is_cuda:
             # One copy, not one per slice: each copy call cost ~35 us on the H100 host
             # (probes/probe_stage_costs.py), more than the pipelining won.
             if self.reusable is not None:
                 torch.cuda.current_stream().wait_event(self.reusable)
-            view.copy_(t.view(-1), non_blocking=True)
+            view.copy_(flat, non_blocking=True)
             landed = torch.cuda.Event()
             landed.record()
             poll_until(landed.query, "the GPU copy into mpi_lanes' shared buffer",
                        progresses=True)
-        else:
-            view.copy_(t.view(-1))
-        bounds = [n * i // self.lanes for i in range(self.lanes + 1)]
+        elif not piecewise:
+            view.copy_(flat)
         for i in range(self.lanes):
+            a, b = bounds[i], bounds[i + 1]
+            if piecewise:
+                view[a:b].copy_(flat[a:b])
             r = self.block.rec(i)
-            r[H.OFFSET], r[H.COUNT] = bounds[i] * es, bounds[i + 1] - bounds[i]
+            r[H.OFFSET], r[H.COUNT] = a * es, b - a
             r[H.DTYPE], r[H.OP] = dtype_code, op_code
             r[H.SEQ] = self.seq
             self.block.ring(i)
-        self.pending = LaneCall(self, t, view, self.seq)
+        self.pending = LaneCall(self, t, view, self.seq, bounds if piecewise else None)
         return self.pending
 
     def alive(self) -> None:
@@ -170,8 +180,9 @@ class LaneCall:
     """torch-work-like handle of one lane all-reduce: done when every lane is, then copied back
     (GPU: on the waiter's current stream)."""
 
-    def __init__(self, procs: LaneProcs, t: torch.Tensor, view: torch.Tensor, seq: int) -> None:
-        self.procs, self.t, self.view, self.seq = procs, t, view, seq
+    def __init__(self, procs: LaneProcs, t: torch.Tensor, view: torch.Tensor, seq: int,
+                 bounds: list[int] | None) -> None:
+        self.procs, self.t, self.view, self.seq, self.bounds = procs, t, view, seq, bounds
         self.recs = [procs.block.rec(i) for i in range(procs.lanes)]
         self.finished = False
 
@@ -185,12 +196,15 @@ class LaneCall:
         return True
 
     def finish(self, secs: float) -> None:
-        """Wait for every lane, then copy the result back. The waits do not nudge MPI (an
-        MPI_Iprobe over TCP per poll slowed them): the lanes need nothing from this rank's MPI,
-        and its own pending requests progress again when it next waits on MPI."""
+        """Wait for every lane, then copy the result back (where staged piecewise, each lane's
+        slice as soon as that lane is done: lanes finish in the order they were rung). The
+        waits do not nudge MPI (an MPI_Iprobe over TCP per poll slowed them): the lanes need
+        nothing from this rank's MPI, and its own pending requests progress again when it
+        next waits on MPI."""
         if self.finished:
             return
         p = self.procs
+        flat, bounds = self.t.view(-1), self.bounds
         for i, r in enumerate(self.recs):
             poll_until(lambda r=r: r[H.DONE] == self.seq,
                        lambda: f"all_reduce on backend 'mpi_lanes{p.lanes}' "
@@ -200,12 +214,15 @@ class LaneCall:
                 raise LibraryError(f"mcr: all_reduce on backend 'mpi_lanes{p.lanes}' "
                                    f"({self.t.nbytes} bytes): lane {i} failed (its helper's "
                                    "error is on stderr)")
+            if bounds is not None:
+                flat[bounds[i]:bounds[i + 1]].copy_(self.view[bounds[i]:bounds[i + 1]])
         if p.data_linked:
             # every helper has mapped it now: nothing left in /dev/shm if the job dies
             os.unlink(p.data_path)
             p.data_linked = False
-        self.t.view(-1).copy_(self.view, non_blocking=self.t.is_cuda)
-        if self.t.is_cuda:
+        if bounds is None:
+            flat.copy_(self.view, non_blocking=flat.is_cuda)
+        if flat.is_cuda:
             p.reusable = torch.cuda.Event()
             p.reusable.record()
         self.finished = True

@@ -1,8 +1,9 @@
-"""mpi_lanesN on its own: random sizes (growing the shared buffer past its first size, and
-ones smaller than the lane count), dtypes and reduce ops, several calls in flight on one lane
-set with waits in shuffled order, groups of the world and of a subset; results bit-exact
-against a reference from every rank's regenerated input. At the end each rank prints its
-helpers' pids, so the test can check that none outlives the job and no /dev/shm file stays."""
+"""mpi_lanesN on its own: random sizes (growing the shared buffer past its first size, ones
+smaller than the lane count, and CPU tensors staged slice by slice), dtypes and reduce ops,
+several calls in flight on one lane set with waits in shuffled order, groups of the world and
+of a subset; results bit-exact against a reference from every rank's regenerated input. At the
+end each rank prints its helpers' pids, so the test can check that none outlives the job and
+no /dev/shm file stays."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def issue(i: int):
     if redop == R.PRODUCT:
         numel = shared.randint(1, 64)
     else:
-        numel = shared.choice([1, 3, shared.randint(1, 5000), shared.randint(1, 1 << 19)])
+        # the last: CPU tensors large enough to be staged slice by slice (lanes.py)
+        numel = shared.choice([1, 3, shared.randint(1, 5000), shared.randint(1, 1 << 19),
+                               shared.randint(1 << 20, 3 << 20)])
     if r not in ranks:
         return _NotMine(), lambda: None
     parts = [gen(k, numel, dtype, salt=i, exact=True) for k in ranks]
