@@ -2,8 +2,9 @@
 
 Times, per size: the host copy into a mapped /dev/shm file (torch copy_, numpy, memmove), and
 for GPU tensors the device-to-host copy into that file once cudaHostRegister'ed, whole and in
-4 slices with an event each, on the current stream and on a side stream; and whether torch sees
-the registered memory as pinned.
+4 slices with an event each, on the current stream and on a side stream, and 4 slices through
+the driver's cuMemcpyAsync with events made once; and whether torch sees the registered memory
+as pinned.
 
   python3 probes/probe_stage_costs.py
 """
@@ -18,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from mcr.backends.cudadrv import Driver
 from mcr.backends.lane_helper import map_file
 
 
@@ -55,6 +57,7 @@ def main() -> None:
     rc = torch.cuda.cudart().cudaHostRegister(host.data_ptr(), size, 0)
     print("register rc", rc, "pinned after:", host.is_pinned(), host[4096:].is_pinned())
     side = torch.cuda.Stream()
+    drv = Driver(copy="unified")
     for nbytes in (262144, 1 << 20, 4 << 20):
         dev = torch.ones(nbytes, dtype=torch.uint8, device="cuda")
         q = nbytes // 4
@@ -79,10 +82,30 @@ def main() -> None:
             dev.copy_(host[:nbytes], non_blocking=True)
             torch.cuda.current_stream().synchronize()
 
+        evs4 = [torch.cuda.Event() for _ in range(4)]
+
+        def sliced_driver() -> None:
+            # the driver's copy per slice and events made once: what a piecewise GPU staging
+            # would pay, without torch's copy_ and Event() per slice
+            sid = torch.cuda.current_stream().cuda_stream
+            for i in range(4):
+                drv.memcpy(host.data_ptr() + i * q, dev.data_ptr() + i * q, q, sid)
+                evs4[i].record()
+            for ev in evs4:
+                while not ev.query():
+                    pass
+
+        def back_driver() -> None:
+            sid = torch.cuda.current_stream().cuda_stream
+            for i in range(4):
+                drv.memcpy(dev.data_ptr() + i * q, host.data_ptr() + i * q, q, sid)
+            torch.cuda.current_stream().synchronize()
+
         cur = torch.cuda.current_stream()
         print(f"{nbytes:>9} B D2H whole {timed(whole):7.1f} us  4 slices current "
               f"{timed(lambda: sliced(cur)):7.1f} us  side {timed(lambda: sliced(side)):7.1f} us"
-              f"  H2D whole {timed(back):7.1f} us  event create "
+              f"  driver {timed(sliced_driver):7.1f} us  H2D whole {timed(back):7.1f} us"
+              f"  driver 4 slices {timed(back_driver):7.1f} us  event create "
               f"{timed(lambda: torch.cuda.Event()):5.1f} us", flush=True)
     torch.cuda.cudart().cudaHostUnregister(host.data_ptr())
 
