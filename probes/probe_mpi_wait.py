@@ -10,7 +10,8 @@ between tests. Times, interleaved in rounds, on one buffer:
   thread    MPI_Allreduce on a helper thread, the caller polling its future;
   chunkN    MPI_Allreduce of N MiB slices one after the other;
   mcr       mcr.comm.all_reduce(backend="mpi") (MCR_MPI_BLOCKING_BYTES, MCR_MPI_CHUNK_BYTES);
-  mcrasync  the same with async_op=True, then wait().
+  mcrasync  the same with async_op=True, then wait();
+  lanesN    mcr.comm.all_reduce(backend="mpi_lanesN"): N helper processes, each a slice.
 Run under mpirun -np 2 [--cuda].
 """
 
@@ -66,7 +67,9 @@ def variants(buf: torch.Tensor) -> dict[str, Callable[[], None]]:
             "nbwait": staged(lambda: W.Iallreduce(MPI.IN_PLACE, host.numpy()).Wait()),
             "nbpoll": staged(nbpoll), "thread": staged(thread),
             "mcr": lambda: dist.all_reduce(buf, backend="mpi"),
-            "mcrasync": lambda: dist.all_reduce(buf, backend="mpi", async_op=True).wait()}
+            "mcrasync": lambda: dist.all_reduce(buf, backend="mpi", async_op=True).wait(),
+            "lanes4": lambda: dist.all_reduce(buf, backend="mpi_lanes4"),
+            "lanes8": lambda: dist.all_reduce(buf, backend="mpi_lanes8")}
 
 
 def main() -> None:
