@@ -13,7 +13,10 @@
 #         $AB_OLD (a previous version, swapped in for its runs), alternated 3 x A B: OSU
 #         all-reduce on $AB_DEV tensors (default cuda) through mpi and $AB_BACKENDS (default
 #         the Gloo lanes);
-#   test  the `gpu` tests that run on one GPU (host-staged paths against torch).
+#   test  the `gpu` tests that run on one GPU (host-staged paths against torch);
+#   bare  a bare blocking MPI_Allreduce (staged through pinned memory for GPU tensors) beside
+#         MPI's non-blocking form, mcr's `mpi` and `mpi_lanesN` (probes/probe_mpi_wait.py), CPU
+#         and GPU tensors: the lanes against MPI itself, not only against mcr's path.
 # MPI_NET=tcp puts MPI on its TCP transport. Logs and CSVs go to $OUT.
 set -uo pipefail
 PARTS=${PARTS:-"wait osu tune hier"}
@@ -72,6 +75,13 @@ for size, be in sorted({(s, b) for s, b, _ in t}):
               f" old {statistics.median(old):9.1f} us {min(old):9.1f}-{max(old):<9.1f}"
               f" old/new {statistics.median(old) / statistics.median(new):5.2f}")
 PY
+fi
+if [[ $PARTS == *bare* ]]; then
+  for d in "" --cuda; do
+    $MPI python3 -m probes.probe_mpi_wait --sizes 262144,1048576,4194304,16777216 --iters 10 \
+      --rounds 5 --variants block,nbpoll,mcr,lanes2,lanes4,lanes8 $d 2>&1 | grep -av "^mcr:"
+  done > "$OUT/bare_mpi.log"
+  echo "bare rc=$? at $((SECONDS - T0)) s"; cat "$OUT/bare_mpi.log"
 fi
 [[ $PARTS == *test* ]] && { python3 -m pytest -q -m gpu tests/test_hier.py tests/test_errors.py tests/test_lanes.py > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -3 "$OUT/gpu_tests.log"; }
 for dev in ${TUNE_DEVS:-cpu}; do

@@ -68,6 +68,7 @@ def variants(buf: torch.Tensor) -> dict[str, Callable[[], None]]:
             "nbpoll": staged(nbpoll), "thread": staged(thread),
             "mcr": lambda: dist.all_reduce(buf, backend="mpi"),
             "mcrasync": lambda: dist.all_reduce(buf, backend="mpi", async_op=True).wait(),
+            "lanes2": lambda: dist.all_reduce(buf, backend="mpi_lanes2"),
             "lanes4": lambda: dist.all_reduce(buf, backend="mpi_lanes4"),
             "lanes8": lambda: dist.all_reduce(buf, backend="mpi_lanes8")}
 
