@@ -2,9 +2,10 @@
 # Issue 13 on a one-GPU lease, as a stand-in for "each GPU a node of one": 2 ranks share the one
 # GPU, each declared a node of its own (MCR_LOCAL_SIZE=1), so no NCCL or copy-engine path can
 # serve them and every call is host-staged. Parts (PARTS, default all):
-#   wait  mcr's MPI all-reduce with blocking collectives from MCR_MPI_BLOCKING_BYTES (8 MiB, the default)
-#         against all non-blocking (the old path: the threshold at 2 GiB), alternated A B A B on
-#         CPU tensors, A B on GPU tensors, each beside bare MPI_Allreduce (probes/probe_mpi_wait.py);
+#   wait  mcr's MPI all-reduce with MCR_MPI_BLOCKING_BYTES at $WAIT_NEW (default 8 MiB) against
+#         $WAIT_OLD (default 2 GiB: all non-blocking), alternated A B A B on CPU tensors, A B on
+#         GPU tensors (x $WAIT_REPS, default 1), each beside bare MPI_Allreduce
+#         (probes/probe_mpi_wait.py) at $WAIT_SIZES (default 64 KiB..64 MiB);
 #   osu   the staged MPI path on one core (mpi) against MPI lanes and Gloo lanes, interleaved in
 #         rounds inside each run, CPU and GPU tensors;
 #   tune  the tuner's pick among them on this host's cores (TUNE_DEVS: cpu, cuda or both);
@@ -35,12 +36,14 @@ echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | 
 python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread(), "of", MPI.THREAD_MULTIPLE, MPI.Get_library_version().splitlines()[0])'
 T0=$SECONDS
 if [[ $PARTS == *wait* ]]; then
-  for ab in "cpu new" "cpu old" "cpu new" "cpu old" "cuda new" "cuda old"; do
-    set -- $ab; th=8MiB; [[ $2 == old ]] && th=2GiB
+  for ab in $(for _ in $(seq "${WAIT_REPS:-1}"); do echo cpu:new cpu:old cpu:new cpu:old cuda:new cuda:old; done); do
+    set -- ${ab/:/ }; th=${WAIT_NEW:-8MiB}; [[ $2 == old ]] && th=${WAIT_OLD:-2GiB}
     echo "== $1, MCR_MPI_BLOCKING_BYTES=$th ($2)"
     MCR_BACKEND=mpi MCR_MPI_BLOCKING_BYTES=$th $MPI -x MCR_BACKEND -x MCR_MPI_BLOCKING_BYTES \
-      python3 probes/probe_mpi_wait.py --sizes 65536,262144,1048576,4194304,16777216,67108864 \
-      --iters 10 --rounds 3 $([[ $1 == cuda ]] && echo --cuda) 2>&1 | grep -av "^mcr:" | tail -7
+      python3 probes/probe_mpi_wait.py \
+      --sizes ${WAIT_SIZES:-65536,262144,1048576,4194304,16777216,67108864} \
+      --iters 10 --rounds 3 --variants block,nbwait,mcr,mcrasync \
+      $([[ $1 == cuda ]] && echo --cuda) 2>&1 | grep -av "^mcr:" | tail -7
   done > "$OUT/mpi_wait.log"
   echo "mpi wait rc=$? at $((SECONDS - T0)) s"; cat "$OUT/mpi_wait.log"
 fi

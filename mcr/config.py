@@ -100,7 +100,7 @@ KNOBS = (
     Knob("MCR_FSDP", "fsdp", _bool, "0", False),
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
-    Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "8MiB", True),
+    Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "2MiB", True),
     Knob("MCR_MPI_CHUNK_BYTES", "mpi_chunk_bytes", _bytes, "16MiB", True),
     Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _size, "256MiB", True),
     Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
@@ -137,7 +137,7 @@ class Config:
     fsdp: bool = False                  # fully_shard installs mcr on what it shards
     mpi_cuda_aware: str = "auto"        # auto | 0 | 1
     mpi_pinned_max_bytes: float = 2**30           # pinned staging cache bound
-    mpi_blocking_bytes: float = 8 * 2**20         # blocking MPI collectives from here
+    mpi_blocking_bytes: float = 2 * 2**20         # blocking MPI collectives from here
     mpi_chunk_bytes: float = 16 * 2**20           # blocking MPI all-reduce chunk
     sdma_max_bytes: float = 256 * 2**20           # sdma transit per rank block
     sdma_zero_copy: bool = True                   # write into symmetric outputs
