@@ -32,7 +32,7 @@ from .base import HOST, Backend
 COUNTS = (2, 4, 8)   # the lane counts offered to the tuner, one backend each
 _SHM = "/dev/shm"  # noqa: S108 - files made O_EXCL, mode 0600, named by pid and object
 # CPU tensors whose lane slices are at least this large are staged slice by slice: the copy of
-# one overlaps the lanes before it (16-64 MiB 1.1-1.5x on the H100 host's 16 cores); smaller
+# one overlaps the lanes before it (4-64 MiB 1.1-1.8x on the H100 host's 16 cores); smaller
 # slices lost the ~6 us of Python each piece costs (1 MiB in 4 lanes 0.87x; NOTES.md).
 PIECEWISE_SLICE_BYTES = 512 << 10
 

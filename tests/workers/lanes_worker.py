@@ -57,7 +57,7 @@ def issue(i: int):
     if redop == R.PRODUCT:
         numel = shared.randint(1, 64)
     else:
-        # the last: CPU tensors large enough to be staged slice by slice (lanes.py)
+        # the last: sizes at which CPU tensors are staged slice by slice (lanes.py)
         numel = shared.choice([1, 3, shared.randint(1, 5000), shared.randint(1, 1 << 19),
                                shared.randint(1 << 20, 3 << 20)])
     if r not in ranks:
