@@ -90,7 +90,7 @@ KNOBS = (
     Knob("MCR_TUNING_TABLE", "tuning_table", _text, "", False),   # contents compared instead
     Knob("MCR_USER_TABLES", "user_tables", _text, "", False),     # likewise
     Knob("MCR_SYSTEM_CLASS", "system_class", _text, "", False),   # likewise
-    Knob("MCR_PROFILE", "profile", _choice("standalone", "overlap"), "standalone", True),
+    Knob("MCR_PROFILE", "profile", _choice("auto", "standalone", "overlap"), "auto", True),
     Knob("MCR_TIMEOUT_S", "timeout_s", _positive, "600", False),
     Knob("MCR_LOG", "log", _bool, "0", False),
     Knob("MCR_SUMMARY", "summary", _bool, "0", False),
@@ -127,7 +127,7 @@ class Config:
     tuning_table: str | None = None     # file or folder of tables
     user_tables: str | None = None      # mcr-tune's folder (None: user_tables_dir())
     system_class: str | None = None     # override the detected system class
-    profile: str = "standalone"         # standalone | overlap
+    profile: str = "auto"               # auto | standalone | overlap
     timeout_s: float = 600.0            # every blocking wait raises after this
     log: bool = False                   # per-call timing on
     summary: bool = False               # rank 0 prints the summary at teardown

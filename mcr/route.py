@@ -23,14 +23,15 @@ from .work import ON_COMPLETE, Work
 UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
 
 PROFILE: list[str] = []
+AUTO = "auto"   # overlap on a side stream, else standalone (call_profile)
 
 
 @contextlib.contextmanager
 def profile(name: str) -> Iterator[None]:
-    """Use the table rules of profile `name` (standalone | overlap) inside the block."""
+    """Use the table rules of profile `name` (standalone | overlap | auto) inside the block."""
     from .tables import PROFILES
-    if name not in PROFILES:
-        raise ValueError(f"profile {name!r} is not one of {list(PROFILES)}")
+    if name not in (*PROFILES, AUTO):
+        raise ValueError(f"profile {name!r} is not one of {[*PROFILES, AUTO]}")
     PROFILE.append(name)
     try:
         yield
@@ -84,11 +85,14 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     """The backend for this call (counted: calls and bytes per op and library; `moved`: the
     bytes to count where nbytes is UNKNOWN, e.g. this rank's input of an uneven all-to-all)."""
     rt = runtime._RT[0]
+    graph = rt.cuda and _capturing()
     prof = PROFILE[-1] if PROFILE else rt.cfg.profile
+    if prof == AUTO:
+        prof = "overlap" if op in rt.dispatcher.tables.profiled_ops and t is not None and \
+            t.is_cuda and not graph and _side_stream(t.get_device()) else "standalone"
     # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
     # decides alike, whatever its factor.
     rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
-    graph = rt.cuda and _capturing()
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
           0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
           rk, prof, forced, buffer, graph, root)
@@ -122,16 +126,41 @@ _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
     torch.cuda.is_current_stream_capturing
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_DEFAULT_STREAMS: dict[int, int] = {}   # device index -> its default stream's handle
+
+
+def _side_stream(device: int) -> bool:
+    """Whether the caller's current stream on this GPU is not its default stream: frameworks
+    put communication there to run it beside compute (FSDP2's all-gather and reduce-scatter
+    streams, ZeRO-3's prefetch and overlap_comm streams)."""
+    default = _DEFAULT_STREAMS.get(device)
+    if default is None:
+        default = _DEFAULT_STREAMS[device] = torch.cuda.default_stream(device).cuda_stream
+    return _raw_stream(device) != default
+
+
+def call_profile(device: str) -> str:
+    """The table profile a call on `device` takes now: `with profile(...)`, else MCR_PROFILE;
+    under auto, overlap on a GPU side stream outside CUDA graph capture, else standalone."""
+    prof = PROFILE[-1] if PROFILE else runtime.get().cfg.profile
+    if prof != AUTO:
+        return prof
+    on_side = device == "cuda" and not _capturing() and \
+        _side_stream(torch.cuda.current_device())
+    return "overlap" if on_side else "standalone"
+
+
 def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
                   group: Any = None, redop: Any = None, buffer: str = "plain") -> str:
     """The library mcr would choose for such a call (nbytes as nccl-tests counts them: the
-    full buffer); no call is made and nothing is counted. Raises BackendUnavailable if none
-    can serve it."""
+    full buffer) on the current stream; no call is made and nothing is counted. Raises
+    BackendUnavailable if none can serve it."""
     rt = runtime.get()
     g = group_of(group, "which_backend")
     key = O.make_key(op, g.size, nbytes, dtype, device, None if redop is None else
-                     redop_of(redop, "which_backend"), PROFILE[-1] if PROFILE else rt.cfg.profile,
-                     buffer, nodes=g.span)
+                     redop_of(redop, "which_backend"), call_profile(device), buffer,
+                     nodes=g.span)
     return rt.dispatcher.entry(key, g)[0].name
 
 

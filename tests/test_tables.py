@@ -95,6 +95,7 @@ def test_dtype_and_profile_rules_take_precedence(tmp_path):
     assert look(2 << 20, "bfloat16", "standalone") == "gloo"   # past the dtype rule's range
     assert look(10, "float32", "overlap") == "nccl"
     assert look(10, "bfloat16", "overlap") == "mpi"            # dtype rule beats profile rule
+    assert ts.profiled_ops == {"all_gather"}   # the ops MCR_PROFILE=auto looks at streams for
 
 
 def test_symmetric_buffer_rules_apply_to_symmetric_outputs_only(tmp_path):
@@ -394,3 +395,20 @@ def test_user_folder_is_read_before_the_shipped_tables(tmp_path):
     assert out.count("all_reduce 1048576 -> gloo") == 2 and out.count("all_gather 64 -> mpi") == 2
     out = run_mpi(2, "tables_worker.py", env={"MCR_TUNING_TABLE": str(tmp_path / "mine.yaml")})
     assert out.count("all_gather 64 -> gloo") == 2 and "tuning_tables" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("profile, side", [("auto", "gloo_lanes2"), ("standalone", "mpi")])
+def test_auto_profile_takes_overlap_rules_on_side_streams(tmp_path, profile, side):
+    """Under MCR_PROFILE=auto a GPU call on a side stream (where FSDP2 and ZeRO-3 overlap their
+    collectives with compute) takes the overlap rule; on the default stream, or with the profile
+    set to standalone, the standalone one. Host-staged libraries: 2 ranks may share one GPU."""
+    from conftest import run_mpi
+    rules = ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi}\n"
+             "      - {max: inf, backend: gloo_lanes2, profile: overlap}\n")
+    (tmp_path / "t.yaml").write_text(HEAD.replace("device: cpu", "device: cuda") + rules)
+    out = run_mpi(2, "profile_worker.py", env={"MCR_TUNING_TABLE": str(tmp_path / "t.yaml"),
+                                               "MCR_PROFILE": profile}, timeout=180)
+    want = f"PROFILE {profile} default=mpi side={side} side_standalone=mpi which_side={side}"
+    assert out.count(want) == 2, out[-3000:]
