@@ -17,6 +17,9 @@
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
 #          spinning barrier kernel slows the compute beside it (NOTES, "FSDP2 large: where
 #          mcr's hidden communication went")
+#   profile  MCR_PROFILE=auto against the standalone profile (mcr-standalone): ZeRO-3 large and
+#          small and FSDP2 large, plain, mcr, mcr-standalone, 8 rounds in balanced orders
+#          (NOTES, "Overlap rules for calls on side streams")
 #   keys   do ZeRO-3's all-gather and reduce-scatter addresses repeat step to step (sdma's graph
 #          cache), and how do its all-gather outputs behave in torch's symmetric MemPool
 #          (probes/probe_zero3_pool.py; on one GPU two ranks share it); on 2+ GPUs also ZeRO-3
@@ -82,6 +85,16 @@ for run in "fsdp kernel 1" "fsdp memops 1" "fsdp kernel 2" "fsdp memops 2" "deep
     --shape large --configs plain,mcr --pairs 6 --steps 3 --warmup 2 --out "$W/sync_$2_$3"
   grep -a '"ratio_median"\|"compute_ms"\|"comm_exposed_ms"' "$W/sync_$1_$2_$3.log" | tr -d ' ,' \
     | paste -sd' '
+done
+fi
+if has profile; then
+for run in "deepspeed large" "deepspeed small" "fsdp large"; do
+  set -- $run
+  TAILN=3 step "profile_$1_$2" 150 $RUN benchmarks/train_step.py --framework $1 --shape $2 \
+    --configs plain,mcr,mcr-standalone --pairs 8 --steps 3 --warmup 2 --out "$W/profile"
+  grep -a '"ratio_median"\|"ratio_min"\|"ratio_max"' "$W/profile_$1_$2.log" | tr -d ' ,' \
+    | paste -sd' '
+  grep -a "^all_gather\|^reduce_scatter" "$W/profile_$1_$2.log"
 done
 fi
 if has keys; then

@@ -18,6 +18,9 @@ Configurations (`--configs`):
   mcr        mcr installed through its public one-liner; the tables decide
   mcr-nccl   mcr installed, every call forced to the default library (mcr.comm.force_backend):
              what mcr's own dispatch costs (on CPU: forced to Gloo)
+  mcr-standalone  mcr installed, every call under the standalone profile (as before
+             MCR_PROFILE=auto; FSDP2's all-gathers keep their overlap profile): what the
+             overlap rules bring to calls on side streams
   mcr-plainbuf  FSDP2 only: mcr with all-gather outputs in plain memory (no symmetric ring)
   torch-symm FSDP2 with torch's symmetric-memory comm (FSDPModule.set_symm_mem_for_comm), where
              the installed torch has it
@@ -118,7 +121,7 @@ def deepspeed_trainers(configs: list[str], shape: dict[str, int], device: torch.
     default = default_backend(device.type)
     out = []
     for name in configs:
-        if name not in ("plain", "plain2", "mcr", "mcr-nccl"):
+        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-standalone"):
             raise SystemExit(f"--configs: {name} is not a DeepSpeed configuration")
         mcr_ds.uninstall() if name.startswith("plain") else mcr_ds.install()
         model = build_model(shape, dtype, device)
@@ -131,10 +134,29 @@ def deepspeed_trainers(configs: list[str], shape: dict[str, int], device: torch.
             engine.step()
             return loss.detach()
         forced = default if name == "mcr-nccl" else None
-        out.append(Trainer(name, step,
-                           enter=_deepspeed_enter(name, forced, mcr_ds),
-                           leave=lambda f=forced: dist.force_backend(None) if f else None))
+        out.append(_in_profile(name, Trainer(
+            name, step, enter=_deepspeed_enter(name, forced, mcr_ds),
+            leave=lambda f=forced: dist.force_backend(None) if f else None)))
     return out
+
+
+def _in_profile(name: str, t: Trainer) -> Trainer:
+    """mcr-standalone: t's blocks run inside mcr.comm.profile("standalone")."""
+    if name != "mcr-standalone":
+        return t
+    held: list[Any] = []
+    enter, leave = t.enter, t.leave
+
+    def enter_standalone() -> None:
+        enter()
+        held.append(dist.profile("standalone"))
+        held[-1].__enter__()
+
+    def leave_standalone() -> None:
+        held.pop().__exit__(None, None, None)
+        leave()
+    t.enter, t.leave = enter_standalone, leave_standalone
+    return t
 
 
 def _deepspeed_enter(name: str, forced: str | None, mcr_ds: Any) -> Callable[[], None]:
@@ -168,13 +190,14 @@ def fsdp_trainers(configs: list[str], shape: dict[str, int], device: torch.devic
                 print(f"train_step: torch {torch.__version__} has no "
                       "FSDPModule.set_symm_mem_for_comm; torch-symm skipped", flush=True)
             continue
-        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-plainbuf", "torch-symm"):
+        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-plainbuf", "mcr-standalone",
+                        "torch-symm"):
             raise SystemExit(f"--configs: {name} is not an FSDP2 configuration")
         model = build_model(shape, torch.float32, device)
         for layer in model.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
-        if name in ("mcr", "mcr-nccl", "mcr-plainbuf"):
+        if name in ("mcr", "mcr-nccl", "mcr-plainbuf", "mcr-standalone"):
             mcr_fsdp.install(model, buffers="plain" if name == "mcr-plainbuf" else "auto")
         elif name == "torch-symm":
             model.set_symm_mem_for_comm()
@@ -189,9 +212,9 @@ def fsdp_trainers(configs: list[str], shape: dict[str, int], device: torch.devic
             opt.zero_grad(set_to_none=True)
             return loss.detach()
         forced = default if name == "mcr-nccl" else None
-        out.append(Trainer(name, step,
-                           enter=lambda f=forced: dist.force_backend(f) if f else None,
-                           leave=lambda f=forced: dist.force_backend(None) if f else None))
+        out.append(_in_profile(name, Trainer(
+            name, step, enter=lambda f=forced: dist.force_backend(f) if f else None,
+            leave=lambda f=forced: dist.force_backend(None) if f else None)))
     return out
 
 
