@@ -22,7 +22,8 @@ from .launch import Launch
 from .layout import Layout
 from .logger import CommsLogger
 from .spans import Spans
-from .tables import TableSet, find_table_files, load_tables
+from .table_file import find_table_files, load_tables
+from .tables import TableSet
 
 log = logging.getLogger("mcr")
 TABLES_DIR = Path(__file__).resolve().parent / "tuning_tables"   # shipped as package data

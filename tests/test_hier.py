@@ -11,7 +11,8 @@ from mcr.backends import KNOWN
 from mcr.errors import TableError
 from mcr.layout import Layout, label, parse_label
 from mcr.ops import make_key
-from mcr.tables import TableSet, dump, load_table
+from mcr.table_file import dump, load_table
+from mcr.tables import TableSet
 
 HEAD = """\
 schema_version: 1

@@ -11,7 +11,8 @@ import torch
 from mcr.backends import KNOWN
 from mcr.errors import TableError
 from mcr.ops import make_key
-from mcr.tables import TableSet, find_table_files, load_table
+from mcr.table_file import find_table_files, load_table
+from mcr.tables import TableSet
 from mcr.units import format_bytes, parse_bytes
 
 HEAD = """\
@@ -328,9 +329,9 @@ def test_graph_capture_goes_to_capturable_libraries_only():
 
 
 def test_every_shipped_table_round_trips_through_the_writer():
-    """writer -> loader -> writer is byte-identical for every shipped table (tables.dump)."""
+    """writer -> loader -> writer is byte-identical for every shipped table (table_file.dump)."""
     from mcr.runtime import TABLES_DIR
-    from mcr.tables import dump
+    from mcr.table_file import dump
     files = sorted(TABLES_DIR.glob("*.yaml"))
     assert files
     for f in files:
@@ -346,7 +347,7 @@ def test_every_shipped_table_round_trips_through_the_writer():
 
 
 def test_writer_refuses_unknown_rule_fields():
-    from mcr.tables import dump
+    from mcr.table_file import dump
     doc = {"system": {"class": "x"}, "provenance": {"tool": "t", "date": "d", "statistic": "s"},
            "device": "cpu", "groups": {2: {"all_reduce": [{"max": "inf", "backend": "gloo",
                                                             "colour": "red"}]}}}

@@ -17,7 +17,8 @@ from conftest import ROOT, _env, launch
 
 from mcr.backends import KNOWN
 from mcr.ops import make_key
-from mcr.tables import TableSet, load_table
+from mcr.table_file import load_table
+from mcr.tables import TableSet
 from mcr.tuner.decide import winners
 from mcr.tuner.search import read_rows
 

@@ -13,7 +13,8 @@ from typing import Any
 from mcr.backends import KNOWN
 from mcr.measure.engine import make_ctx, sizes
 from mcr.ops import BUFFER_KEYED
-from mcr.tables import TableSet, load_table
+from mcr.table_file import load_table
+from mcr.tables import TableSet
 
 from .decide import TIE, regret
 from .search import Measurer, Pass, call_key, timed_as

@@ -165,7 +165,7 @@ def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str
 
     from mcr.backends import KNOWN
     from mcr.runtime import put_first
-    from mcr.tables import load_table
+    from mcr.table_file import load_table
 
     from .write import table_text
     box = [table_text(rows, passes, done, default, {"class": cls, "ranks": n},

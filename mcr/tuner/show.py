@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcr.backends import KNOWN
-from mcr.tables import load_table
+from mcr.table_file import load_table
 from mcr.units import format_bytes, parse_bytes
 
 

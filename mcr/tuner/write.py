@@ -1,4 +1,4 @@
-"""The tuner's outputs: the table (through mcr.tables.dump, medians as comments) and the CSV."""
+"""The tuner's outputs: the table (through mcr.table_file.dump, medians as comments) and the CSV."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from mcr.runtime import library_versions
-from mcr.tables import dump
+from mcr.table_file import dump
 from mcr.units import format_bytes
 
 from .decide import TIE, ranges, winners
