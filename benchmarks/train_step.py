@@ -390,7 +390,7 @@ def main() -> None:
             res["configs"][t.name]["breakdown"] = breakdown(t, step, args.profile_steps, shape,
                                                             device)
     rows = dist.log_summary(return_dict=True)
-    res["mcr_served"] = [r for r in rows if r["kind"] in ("served", "bypass", "note")]
+    res["mcr_served"] = [r for r in rows if r["kind"] in ("served", "profile", "bypass", "note")]
     if rank == 0:
         print(json.dumps({k: {kk: vv for kk, vv in v.items()
                               if kk not in ("losses", "tokens_per_s", "ratios")}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from .backends import Backend, canonical, default_backend
 from .errors import BackendUnavailable
@@ -56,9 +57,10 @@ class Dispatcher:
         self._told: set[tuple[str, int | str]] = set()
         self.env_backend = canonical(env_backend) if env_backend else None
         self.fallbacks: Counter[tuple[str, str, str]] = Counter()
-        # (op, backend, via) -> [calls, bytes] of the decisions dropped from the cache; via is
-        # "" for the program's calls, else the backend whose own groups made them (hier's parts)
-        self._spilled: dict[tuple[str, str, str], list[int]] = {}
+        # (op, backend, via, profile) -> [calls, bytes] of the decisions dropped from the cache;
+        # via is "" for the program's calls, else the backend whose own groups made them (hier's
+        # parts); profile the table profile they were looked up under
+        self._spilled: dict[tuple[str, str, str, str], list[int]] = {}
         self._via: dict[int, str] = {}   # group id -> via, for groups a backend built
         self._cache: dict[tuple, tuple[Backend, list[int]]] = {}
 
@@ -96,16 +98,30 @@ class Dispatcher:
     def served(self, via: str = "") -> dict[tuple[str, str], list[int]]:
         """(op, backend) -> [calls, bytes] served since init: the program's calls, or (via a
         backend's name) the calls that backend made to serve them (hier's parts)."""
-        return {(op, b): list(n) for (op, b, v), n in self._counts().items() if v == via}
+        return self._sum(lambda op, b, v, p: (op, b) if v == via else None)
+
+    def profiles(self) -> dict[str, list[int]]:
+        """Table profile -> [calls, bytes] of the program's calls looked up under it."""
+        return self._sum(lambda op, b, v, p: p if v == "" else None)
 
     def vias(self) -> list[str]:
         """The backends that made calls of their own (each call's parts)."""
-        return sorted({v for (_, _, v) in self._counts()} - {""})
+        return sorted({v for (_, _, v, _) in self._counts()} - {""})
 
-    def _counts(self) -> dict[tuple[str, str, str], list[int]]:
+    def _sum(self, by: Callable[[str, str, str, str], Any]) -> dict[Any, list[int]]:
+        out: dict[Any, list[int]] = {}
+        for k, (calls, nbytes) in self._counts().items():
+            g = by(*k)
+            if g is not None:
+                row = out.setdefault(g, [0, 0])
+                row[0] += calls
+                row[1] += nbytes
+        return out
+
+    def _counts(self) -> dict[tuple[str, str, str, str], list[int]]:
         out = {k: list(v) for k, v in self._spilled.items()}
         for (key, gid, _), (b, (calls, nbytes)) in self._cache.items():
-            row = out.setdefault((key.op, b.name, self._via.get(gid, "")), [0, 0])
+            row = out.setdefault((key.op, b.name, self._via.get(gid, ""), key.profile), [0, 0])
             row[0] += calls
             row[1] += nbytes
         return out

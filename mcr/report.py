@@ -18,7 +18,8 @@ def _human(n: int) -> str:
 
 def rows(rt: Runtime) -> list[dict[str, Any]]:
     """One dict per (op, library) served (kind "served"; kind "part", with "of", for the calls
-    a backend made to serve them: hier's intra- and inter-node parts), per call that bypassed
+    a backend made to serve them: hier's intra- and inter-node parts), per table profile the
+    calls were looked up under (kind "profile", with "profile"), per call that bypassed
     mcr (kind "bypass"), per (op, library, size bucket) timed (kind "timed", with timing on),
     and per line a backend has to say about how it ran (kind "note", op None: sdma's graph
     replays). Every row has kind, op and backend."""
@@ -28,6 +29,8 @@ def rows(rt: Runtime) -> list[dict[str, Any]]:
         for (op, b), (calls, nbytes) in sorted(d.served().items())]
     out += [{"kind": "part", "op": op, "backend": b, "count": calls, "bytes": nbytes, "of": v}
             for v in d.vias() for (op, b), (calls, nbytes) in sorted(d.served(v).items())]
+    out += [{"kind": "profile", "op": None, "backend": None, "profile": p, "count": calls,
+             "bytes": nbytes} for p, (calls, nbytes) in sorted(d.profiles().items())]
     out += [{"kind": "bypass", "op": op, "backend": api, "count": calls, "bytes": nbytes}
             for (api, op), (calls, nbytes) in sorted(bypass.COUNTS.items())]
     out += [dict(r, kind="timed") for r in rt.logger.rows()]
@@ -50,6 +53,11 @@ def summary(rt: Runtime) -> str:
         lines.append(f"  {v}'s parts (calls it made to serve the calls above):")
         for (op, b), (calls, nbytes) in sorted(rt.dispatcher.served(v).items()):
             lines.append(f"  {op:<16}{b:<8}{calls:>10}{_human(nbytes):>12}")
+    profiles = rt.dispatcher.profiles()
+    if set(profiles) - {"standalone"}:
+        each = [f"{p} {calls} calls ({_human(nbytes)})"
+                for p, (calls, nbytes) in sorted(profiles.items())]
+        lines.append(f"table profile: {', '.join(each)} (MCR_PROFILE={rt.cfg.profile})")
     missed = sum(c for c, _ in bypass.COUNTS.values())
     if total + missed:
         lines.append(f"served by mcr: {total} of {total + missed} calls "

@@ -400,16 +400,42 @@ def test_user_folder_is_read_before_the_shipped_tables(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("profile, side", [("auto", "gloo_lanes2"), ("standalone", "mpi")])
-def test_auto_profile_takes_overlap_rules_on_side_streams(tmp_path, profile, side):
+@pytest.mark.parametrize("profile, side, overlaps", [("auto", "gloo_lanes2", 1),
+                                                     ("standalone", "mpi", 0)])
+def test_auto_profile_takes_overlap_rules_on_side_streams(tmp_path, profile, side, overlaps):
     """Under MCR_PROFILE=auto a GPU call on a side stream (where FSDP2 and ZeRO-3 overlap their
     collectives with compute) takes the overlap rule; on the default stream, or with the profile
-    set to standalone, the standalone one. Host-staged libraries: 2 ranks may share one GPU."""
+    set to standalone, the standalone one; the summary counts the overlap calls. Host-staged
+    libraries: 2 ranks may share one GPU."""
     from conftest import run_mpi
     rules = ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi}\n"
              "      - {max: inf, backend: gloo_lanes2, profile: overlap}\n")
     (tmp_path / "t.yaml").write_text(HEAD.replace("device: cpu", "device: cuda") + rules)
     out = run_mpi(2, "profile_worker.py", env={"MCR_TUNING_TABLE": str(tmp_path / "t.yaml"),
                                                "MCR_PROFILE": profile}, timeout=180)
-    want = f"PROFILE {profile} default=mpi side={side} side_standalone=mpi which_side={side}"
+    want = (f"PROFILE {profile} default=mpi side={side} side_standalone=mpi which_side={side} "
+            f"overlap_calls={overlaps}")
     assert out.count(want) == 2, out[-3000:]
+
+
+def test_dispatcher_counts_calls_per_profile_across_a_spill(tmp_path):
+    """profiles() sums calls and bytes per table profile, served() per op and library, the
+    same before and after the decision cache is dropped (set_tables spills it)."""
+    from mcr.backends.gloo import GlooBackend
+    from mcr.dispatcher import Dispatcher
+    from mcr.groups import Group
+    from mcr.ops import CallKey
+
+    ts = TableSet([load_table(write(tmp_path, "  2:\n    all_reduce:\n      - {max: inf, "
+                                              "backend: gloo}\n"), KNOWN)])
+    d = Dispatcher({"gloo": GlooBackend()}, ts, None)
+    g = Group(ranks=[0, 1], rank=0, handles={"gloo": object()})
+    calls = [("standalone", 64), ("overlap", 4096), ("overlap", 4096), ("standalone", 8)]
+    for i, (prof, nbytes) in enumerate(calls):
+        if i == 2:
+            d.set_tables(ts)
+        key = CallKey("all_reduce", 2, nbytes, torch.float32, "cpu",
+                      torch.distributed.ReduceOp.SUM, prof)
+        d.choose(key, g)
+    assert d.profiles() == {"standalone": [2, 72], "overlap": [2, 8192]}
+    assert d.served() == {("all_reduce", "gloo"): [4, 8264]}

@@ -1,13 +1,14 @@
 """MCR_PROFILE=auto on GPU tensors: a call on a side stream takes the table's overlap rule, one
 on the default stream or inside `profile("standalone")` the standalone rule; each checked by the
-library that served it and by the sum. Ranks may share a GPU (the table names host libraries)."""
+library that served it and by the sum, and the summary's count per profile. Ranks may share a
+GPU (the table names host libraries)."""
 
 import os
 
 import torch
 
 import mcr.comm as dist
-from mcr import runtime
+from mcr import report, runtime
 
 rank_env = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"))
 torch.cuda.set_device(int(rank_env) % torch.cuda.device_count())
@@ -47,6 +48,9 @@ picks = {"default": served_by(dist.all_reduce), "side": served_by(on_side),
          "which_side": None}
 with torch.cuda.stream(side):
     picks["which_side"] = dist.which_backend("all_reduce", 4000, torch.float32, "cuda")
+picks["overlap_calls"] = runtime.get().dispatcher.profiles().get("overlap", [0])[0]
+text = report.summary(runtime.get())
+assert ("table profile: overlap" in text) == (picks["overlap_calls"] > 0), text
 print(f"rank {r}: PROFILE {runtime.get().cfg.profile} " +
       " ".join(f"{k}={v}" for k, v in picks.items()), flush=True)
 dist.destroy_process_group()
