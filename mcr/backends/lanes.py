@@ -113,6 +113,11 @@ class LaneProcs:
             self.registered = False
         self.host = None
         self.data.close()
+        self.unlink_data()
+
+    def unlink_data(self) -> None:
+        """Remove the data segment's name from /dev/shm (once every helper has mapped it, or
+        when it is dropped): nothing is left there if the job dies."""
         if self.data_linked:
             os.unlink(self.data_path)
             self.data_linked = False
@@ -216,10 +221,7 @@ class LaneCall:
                                    "error is on stderr)")
             if bounds is not None:
                 flat[bounds[i]:bounds[i + 1]].copy_(self.view[bounds[i]:bounds[i + 1]])
-        if p.data_linked:
-            # every helper has mapped it now: nothing left in /dev/shm if the job dies
-            os.unlink(p.data_path)
-            p.data_linked = False
+        p.unlink_data()   # every helper has mapped it now
         if bounds is None:
             flat.copy_(self.view, non_blocking=flat.is_cuda)
         if flat.is_cuda:
