@@ -2,7 +2,7 @@
 # Issue 13 on a one-GPU lease, as a stand-in for "each GPU a node of one": 2 ranks share the one
 # GPU, each declared a node of its own (MCR_LOCAL_SIZE=1), so no NCCL or copy-engine path can
 # serve them and every call is host-staged. Parts (PARTS, default all):
-#   wait  mcr's MPI all-reduce with MCR_MPI_BLOCKING_BYTES at $WAIT_NEW (default 8 MiB) against
+#   wait  mcr's MPI all-reduce with MCR_MPI_BLOCKING_BYTES at $WAIT_NEW (default 2 MiB, mcr's) against
 #         $WAIT_OLD (default 2 GiB: all non-blocking), alternated A B A B on CPU tensors, A B on
 #         GPU tensors (x $WAIT_REPS, default 1), each beside bare MPI_Allreduce
 #         (probes/probe_mpi_wait.py) at $WAIT_SIZES (default 64 KiB..64 MiB);
@@ -37,7 +37,7 @@ python3 -c 'from mpi4py import MPI; print("MPI thread level", MPI.Query_thread()
 T0=$SECONDS
 if [[ $PARTS == *wait* ]]; then
   for ab in $(for _ in $(seq "${WAIT_REPS:-1}"); do echo cpu:new cpu:old cpu:new cpu:old cuda:new cuda:old; done); do
-    set -- ${ab/:/ }; th=${WAIT_NEW:-8MiB}; [[ $2 == old ]] && th=${WAIT_OLD:-2GiB}
+    set -- ${ab/:/ }; th=${WAIT_NEW:-2MiB}; [[ $2 == old ]] && th=${WAIT_OLD:-2GiB}
     echo "== $1, MCR_MPI_BLOCKING_BYTES=$th ($2)"
     MCR_BACKEND=mpi MCR_MPI_BLOCKING_BYTES=$th $MPI -x MCR_BACKEND -x MCR_MPI_BLOCKING_BYTES \
       python3 probes/probe_mpi_wait.py \
