@@ -10,6 +10,7 @@ import torch.distributed as tdist
 from conftest import gpus, run_mpi
 
 from mcr.backends.ce_engine import round_bytes, rounds
+from mcr.backends.graphs import GraphCache
 from mcr.backends.sdma import SdmaBackend
 from mcr.backends.symm import SymmBackend
 from mcr.config import from_env
@@ -154,6 +155,8 @@ def test_symm_plans_each_kind_of_call_once_and_right() -> None:
     st = _Staging.__new__(_Staging)
     st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
+    st.graphs = GraphCache(0, torch.device("cpu"))   # graphs need CUDA: every call direct
+    st.on_stream = lambda: None                      # so do streams
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
     g = SimpleNamespace(id=3, size=2)   # what symm reads of an mcr Group

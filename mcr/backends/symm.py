@@ -3,6 +3,11 @@
 A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES); the one-shot kernel copies
 the caller's tensor into it itself (`one_shot_all_reduce_copy_out`), so an aligned small
 all-reduce is one kernel. The kernels sum in bf16/fp32; avg is a sum and one division.
+
+A small all-reduce is host-bound: torch's op cost ~11 us of host time per call on the H100 host,
+a replay of the same call captured in a CUDA graph ~5 us (NOTES.md, "symm calls replayed from
+CUDA graphs"). So a call whose tensor address, shape and dtype repeat, as in a training loop or
+an OSU loop, is captured on its second sighting and replayed after (MCR_SYMM_GRAPHS per group).
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..work import Work
+from ..work import StreamId, Work, current_stream_id, stream_of
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
+from .graphs import GraphCache
 
 R = tdist.ReduceOp
 _AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
@@ -37,17 +43,31 @@ _COPY_IN, _STAGED, _PADDED = 0, 1, 2
 
 
 class _Staging:
-    """The group's symmetric staging buffer, a same-size scratch output, and the plan of each
+    """The group's symmetric staging buffer, a same-size scratch output, the plan of each
     kind of call seen (cached: slicing, viewing and alignment tests cost microseconds per call
-    on a slow host, NOTES.md v9)."""
+    on a slow host, NOTES.md v9), and the calls captured as CUDA graphs."""
 
-    def __init__(self, pg: tdist.ProcessGroup, nbytes: int) -> None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-        self.buf = symm_empty(nbytes, dev)
+    def __init__(self, pg: tdist.ProcessGroup, nbytes: int, graphs: int) -> None:
+        self.dev = torch.device("cuda", torch.cuda.current_device())
+        self.buf = symm_empty(nbytes, self.dev)
         rendezvous(self.buf, pg)
-        self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.dev)
         self.name = pg.group_name
         self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
+        self.graphs = GraphCache(graphs, self.dev)
+        self.last_sid: StreamId | None = None
+
+    def on_stream(self) -> StreamId:
+        """The caller's stream, made to wait first for the stream of this group's last call:
+        calls on two streams would otherwise share the staging buffer and the kernel's signal
+        pad at once."""
+        sid = current_stream_id(self.dev.index)
+        last = self.last_sid
+        if last != sid:
+            if last is not None and not torch.cuda.is_current_stream_capturing():
+                stream_of(sid).wait_stream(stream_of(last))
+            self.last_sid = sid
+        return sid
 
     def remember(self, key: tuple, plan: tuple[int, torch.Tensor, Any]
                  ) -> tuple[int, torch.Tensor, Any]:
@@ -109,14 +129,35 @@ class SymmBackend(Backend):
         padded = -(-nbytes // 16) * 16
         return _PADDED, st.buf[:padded].view(t.dtype), st.scratch[:padded].view(t.dtype)
 
+    def summary_lines(self) -> list[str]:
+        """How each group's calls ran: directly or replayed from captured graphs."""
+        return [f"symm, group {gid}: {st.graphs.note()}"
+                for gid, st in sorted(self._groups.items())]
+
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
-        """In-place all-reduce of t through the staging buffer."""
+        """In-place all-reduce of t through the staging buffer (replayed from a graph where the
+        call repeats)."""
         st = self._groups.get(g.id)
         if st is None:
             st = self._groups[g.id] = _Staging(g.handles[self.name],
-                                               int(self.cfg.symm_max_bytes) + 16)
+                                               int(self.cfg.symm_max_bytes) + 16,
+                                               int(self.cfg.symm_graphs))
+        sid = st.on_stream()
         key = (t.shape, t.dtype, t.storage_offset() & 15)
-        form, stage, how = st.plans.get(key) or st.remember(key, self._plan(st, t, g.size))
+        plan = st.plans.get(key) or st.remember(key, self._plan(st, t, g.size))
+        avg = redop is _AVG
+        if st.graphs.capacity > 0:
+            # Keyed by address too: a graph names the tensor's memory.
+            st.graphs.run((t.data_ptr(), key, avg),
+                          lambda m: self._issue(st, t, plan, avg, g.size), lambda: stream_of(sid))
+        else:
+            self._issue(st, t, plan, avg, g.size)
+        return self._stream_work("all_reduce", t.nbytes, g, sync=sync)
+
+    def _issue(self, st: _Staging, t: torch.Tensor, plan: tuple[int, torch.Tensor, Any],
+               avg: bool, size: int) -> None:
+        """Enqueue the all-reduce of t on the current stream."""
+        form, stage, how = plan
         if form == _COPY_IN:
             # The common small case: one kernel, no Python-side views of t.
             self.ops.one_shot_all_reduce_copy_out(stage, t, "sum", st.name, t)
@@ -132,6 +173,5 @@ class SymmBackend(Backend):
             stage[n:].zero_()
             self.ops.one_shot_all_reduce_out(stage, "sum", st.name, how)
             flat.copy_(how[:n])
-        if redop is _AVG:
-            flat.div_(g.size)
-        return self._stream_work("all_reduce", t.nbytes, g, sync=sync)
+        if avg:
+            flat.div_(size)

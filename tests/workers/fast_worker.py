@@ -213,11 +213,43 @@ def t_repeat(numel: int, iters: int = 4) -> None:
         check(tag + " broadcast", bc, want_bc)
 
 
-def graph_replays() -> int:
-    """How many sdma calls this rank replayed from captured graphs, as the summary says."""
+def graph_replays(backend: str = SDMA) -> int:
+    """How many calls of a backend this rank replayed from captured graphs, as the summary
+    says."""
     notes = [r["text"] for r in dist.log_summary(return_dict=True)
-             if r["kind"] == "note" and r["backend"] == "sdma"]
+             if r["kind"] == "note" and r["backend"] == backend]
     return sum(int(re.search(r"(\d+) replayed", t).group(1)) for t in notes)
+
+
+def t_symm_repeat(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
+    """symm all-reduces of the same buffers with new data each time (captured on the second
+    call, replayed after), sum and avg, once on a side stream; and two calls on two streams
+    that the caller does not order against each other (they share the staging buffer)."""
+    side = torch.cuda.Stream(DEV)
+    x = torch.empty(numel, dtype=dtype, device=DEV)
+    y = torch.empty(numel, dtype=dtype, device=DEV)
+    for it in range(iters):
+        for op in (R.SUM, R.AVG):
+            s = salt()
+            x.copy_(data(numel, dtype, s, ME, True))
+            y.copy_(data(numel, dtype, s + (1 << 16), ME, True))
+            ref_x, ref_y = x.clone(), y.clone()
+            dist.all_reduce(ref_x, op=op, backend="nccl")
+            dist.all_reduce(ref_y, op=op, backend="nccl")
+            stream = side if it == 2 else torch.cuda.current_stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                dist.all_reduce(x, op=op, backend="symm")
+            if it == 3:
+                side.wait_stream(torch.cuda.current_stream())   # y is ready; x's call is not
+                with torch.cuda.stream(side):
+                    dist.all_reduce(y, op=op, backend="symm")
+            else:
+                dist.all_reduce(y, op=op, backend="symm")
+            torch.cuda.current_stream().wait_stream(side)
+            tol = 0.0 if op == R.SUM else (2e-2 if dtype == torch.bfloat16 else 1e-6)
+            check(f"symm repeat #{it} {op} {dtype} n={numel}", x, ref_x, tol)
+            check(f"symm repeat #{it} {op} {dtype} n={numel} (second buffer)", y, ref_y, tol)
 
 
 def t_mixed(ops: int) -> None:
@@ -303,6 +335,11 @@ def main() -> None:
                 if n * torch.empty((), dtype=dt).element_size() <= 1 << 20:
                     t_all_reduce("symm", dt, n)
             t_all_reduce("symm", dt, 4096, offset=1)
+        before = graph_replays("symm")
+        for dt, n in ((torch.bfloat16, 1), (torch.bfloat16, 4099), (torch.float32, 65536)):
+            t_symm_repeat(n, dt)
+        if from_env().symm_graphs and graph_replays("symm") == before:
+            raise AssertionError("symm repeat: no call was replayed from a CUDA graph")
     # Sub-groups: halves, and a group of 3 when there are 4 ranks.
     parts = [[0, 1], [2, 3]] if N == 4 else [[0, 1]]
     subs = [dist.new_group(p) for p in parts]
