@@ -11,7 +11,8 @@
 #   diag   the small shape again with a second plain copy (the loss yardstick) and, for FSDP2,
 #          mcr without the symmetric buffer ring
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
-#          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; 8 rounds in balanced orders
+#          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; PAIRS rounds (default 8)
+#          in balanced orders; SHAPES="small" (default "large small") for one shape
 #   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
 #          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
@@ -69,11 +70,12 @@ TAILN=14 step diag_deepspeed_small 150 $RUN benchmarks/train_step.py --framework
   --shape small --configs plain,plain2,mcr --pairs 5 --steps 5 --warmup 2 --out "$W"
 fi
 if has steps; then
-for shape in large small; do
+PAIRS=${PAIRS:-8}
+for shape in ${SHAPES:-large small}; do
   for fw in fsdp deepspeed; do
-    TAILN=3 step "steps_${fw}_$shape" 130 $RUN benchmarks/train_step.py --framework $fw \
-      --shape $shape --configs plain,plain2,mcr,mcr-nccl --pairs 8 --steps 3 --warmup 2 \
-      --out "$W"
+    TAILN=3 step "steps_${fw}_$shape" $((50 + 11 * PAIRS)) $RUN benchmarks/train_step.py \
+      --framework $fw --shape $shape --configs plain,plain2,mcr,mcr-nccl --pairs $PAIRS \
+      --steps 3 --warmup 2 --out "$W"
   done
 done
 fi
