@@ -236,17 +236,14 @@ def t_symm_repeat(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
             ref_x, ref_y = x.clone(), y.clone()
             dist.all_reduce(ref_x, op=op, backend="nccl")
             dist.all_reduce(ref_y, op=op, backend="nccl")
-            stream = side if it == 2 else torch.cuda.current_stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
+            cur = torch.cuda.current_stream()
+            side.wait_stream(cur)   # the data are ready on both streams
+            # Rounds 2 and 3: the two calls on two streams, not ordered by the caller.
+            with torch.cuda.stream(side if it == 2 else cur):
                 dist.all_reduce(x, op=op, backend="symm")
-            if it == 3:
-                side.wait_stream(torch.cuda.current_stream())   # y is ready; x's call is not
-                with torch.cuda.stream(side):
-                    dist.all_reduce(y, op=op, backend="symm")
-            else:
+            with torch.cuda.stream(side if it == 3 else cur):
                 dist.all_reduce(y, op=op, backend="symm")
-            torch.cuda.current_stream().wait_stream(side)
+            cur.wait_stream(side)
             tol = 0.0 if op == R.SUM else (2e-2 if dtype == torch.bfloat16 else 1e-6)
             check(f"symm repeat #{it} {op} {dtype} n={numel}", x, ref_x, tol)
             check(f"symm repeat #{it} {op} {dtype} n={numel} (second buffer)", y, ref_y, tol)
