@@ -135,7 +135,43 @@ def main() -> None:
               f"{cache.direct} direct", flush=True)
         for line in backends["mcr symm backend"].summary_lines():
             print("#", line, flush=True)
+    churn(kernel, stage, name, dev, args.rounds)
     tdist.destroy_process_group()
+
+
+def churn(kernel: Callable[..., None], stage: torch.Tensor, name: str, dev: torch.device,
+          rounds: int) -> None:
+    """The cost of a key that is seen twice and never again (an address the allocator does not
+    hand out again): its second call is a capture, then one replay. Per key, against two eager
+    calls."""
+    t = torch.ones(8, dtype=torch.bfloat16, device=dev)
+    st = stage[:8]
+
+    def eager() -> None:
+        kernel(st, t, "sum", name, t)
+
+    cache = GraphCache(1 << 20, dev)
+    keys = iter(range(1 << 30))
+    per_key: dict[str, list[float]] = {"two eager calls": [], "seen twice (capture)": []}
+    for _ in range(rounds):
+        for k in per_key:
+            tdist.barrier()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(10):
+                if k == "two eager calls":
+                    eager()
+                    eager()
+                else:
+                    key = next(keys)
+                    cache.run(key, lambda m: eager(), torch.cuda.current_stream)
+                    cache.run(key, lambda m: eager(), torch.cuda.current_stream)
+            torch.cuda.synchronize()
+            per_key[k].append((time.perf_counter() - t0) / 10 * 1e6)
+    if tdist.get_rank() == 0:
+        for k, v in per_key.items():
+            print(f"# churn: {k:<22} {statistics.median(v):8.1f} us per key "
+                  f"({min(v):.1f}-{max(v):.1f})", flush=True)
 
 
 if __name__ == "__main__":
