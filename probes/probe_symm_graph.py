@@ -12,6 +12,7 @@ with none, on a Group built here over the world: mcr's dispatcher declines symm 
 one rank, so the dispatcher's own ~1 us is not in these figures. After the timing, each variant
 runs on fresh data and its copy in the staging buffer is compared with the input (on one rank a
 sum is the input itself, so the staging copy is what shows that a replay read the new data).
+Last, `churn`: what a key costs that is seen twice and never again (a capture and one replay).
 
     torchrun --standalone --nproc_per_node=N probes/probe_symm_graph.py
 """
