@@ -19,6 +19,7 @@ from .errors import MismatchError
 from .groups import Group
 from .session import group_of
 from .work import ON_COMPLETE, Work
+from .work import capturing as _capturing
 
 UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
 
@@ -119,11 +120,6 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     elif moved > 0:
         n[1] += moved
     return hit[0]
-
-
-# Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
-_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
-    torch.cuda.is_current_stream_capturing
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)

@@ -127,6 +127,9 @@ def wait_event(event: torch.cuda.Event, what: str) -> None:
 # here (NOTES.md v9); these are the C calls underneath it. Public fallbacks where torch lacks them.
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 _get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
+# Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
+capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+    torch.cuda.is_current_stream_capturing
 
 
 StreamId = tuple[int, int, int]   # (stream id, device index, device type), as torch names them

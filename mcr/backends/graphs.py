@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable
 
 import torch
 
+from ..work import capturing
+
 
 class GraphCache:
     """At most `capacity` captured calls, least recently used dropped first."""
@@ -35,7 +37,7 @@ class GraphCache:
         """Enqueue the call on the current stream, `stream()`: replayed if captured, captured on
         a second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
         join back to s every side stream it forks, without host synchronization."""
-        if key is None or self.capacity <= 0 or torch.cuda.is_current_stream_capturing():
+        if key is None or self.capacity <= 0 or capturing():
             self.direct += 1
             issue(stream())
             return
@@ -68,6 +70,17 @@ class GraphCache:
             self.graphs.move_to_end(key)
         g.replay()  # on the current stream
         self.replays += 1
+
+    def replay(self, key: Hashable) -> bool:
+        """Replay key's graph on the current stream if it is captured and no capture is under
+        way; False otherwise (then run() decides). run()'s common case with less host work."""
+        g = self.graphs.get(key)
+        if g is None or capturing():
+            return False
+        self.graphs.move_to_end(key)
+        g.replay()
+        self.replays += 1
+        return True
 
     def _capture(self, issue: Callable[[torch.cuda.Stream], None]) -> torch.cuda.CUDAGraph:
         if self.stream is None:

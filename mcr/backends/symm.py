@@ -20,7 +20,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..work import StreamId, Work, current_stream_id, stream_of
+from ..work import StreamId, Work, capturing, current_stream_id, stream_of
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 from .graphs import GraphCache
@@ -64,7 +64,7 @@ class _Staging:
         sid = current_stream_id(self.dev.index)
         last = self.last_sid
         if last != sid:
-            if last is not None and not torch.cuda.is_current_stream_capturing():
+            if last is not None and not capturing():
                 stream_of(sid).wait_stream(stream_of(last))
             self.last_sid = sid
         return sid
@@ -143,16 +143,24 @@ class SymmBackend(Backend):
                                                int(self.cfg.symm_max_bytes) + 16,
                                                int(self.cfg.symm_graphs))
         sid = st.on_stream()
-        key = (t.shape, t.dtype, t.storage_offset() & 15)
-        plan = st.plans.get(key) or st.remember(key, self._plan(st, t, g.size))
         avg = redop is _AVG
         if st.graphs.capacity > 0:
-            # Keyed by address too: a graph names the tensor's memory.
-            st.graphs.run((t.data_ptr(), key, avg),
-                          lambda m: self._issue(st, t, plan, avg, g.size), lambda: stream_of(sid))
+            # A graph names the tensor's memory, so its key holds the address (which also fixes
+            # the alignment the plan depends on). A replay needs no plan: the short path first.
+            gkey = (t.data_ptr(), t.shape, t.dtype, avg)
+            if not st.graphs.replay(gkey):
+                plan = self._plan_for(st, t, g.size)
+                st.graphs.run(gkey, lambda m: self._issue(st, t, plan, avg, g.size),
+                              lambda: stream_of(sid))
         else:
-            self._issue(st, t, plan, avg, g.size)
-        return self._stream_work("all_reduce", t.nbytes, g, sync=sync)
+            self._issue(st, t, self._plan_for(st, t, g.size), avg, g.size)
+        return None if sync else self._stream_work("all_reduce", t.nbytes, g)
+
+    def _plan_for(self, st: _Staging, t: torch.Tensor, size: int
+                  ) -> tuple[int, torch.Tensor, Any]:
+        """The cached plan for calls like t."""
+        key = (t.shape, t.dtype, t.storage_offset() & 15)
+        return st.plans.get(key) or st.remember(key, self._plan(st, t, size))
 
     def _issue(self, st: _Staging, t: torch.Tensor, plan: tuple[int, torch.Tensor, Any],
                avg: bool, size: int) -> None:
