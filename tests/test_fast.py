@@ -175,6 +175,105 @@ def test_symm_plans_each_kind_of_call_once_and_right() -> None:
     assert len(st.plans) == len({(dt, n, off % 16) for dt, n, off, _ in cases})
 
 
+class _GraphStandin:
+    """Stand-in for a captured CUDA graph (capture needs CUDA): replay() runs again what was
+    issued during the capture, on the same tensors, as a replay runs the same kernels on the same
+    addresses with whatever data they hold then."""
+
+    def __init__(self, issue) -> None:
+        self.issue = issue
+
+    def replay(self) -> None:
+        self.issue(None)
+
+
+def _standin_graphs(monkeypatch: pytest.MonkeyPatch, capacity: int,
+                    capture_error: bool = False) -> tuple[GraphCache, list[bool]]:
+    """A GraphCache whose captures make _GraphStandin, and a flag list: [True] means the
+    caller's stream is capturing."""
+    import mcr.backends.graphs as graphs
+    capturing = [False]
+    monkeypatch.setattr(graphs, "capturing", lambda: capturing[0])
+
+    def capture(self, issue):
+        if capture_error:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        self.captures += 1
+        return _GraphStandin(issue)
+    monkeypatch.setattr(GraphCache, "_capture", capture)
+    return GraphCache(capacity, torch.device("cpu")), capturing
+
+
+def test_graph_cache_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Captured on a key's second sighting and replayed after; least recently used dropped
+    first; a capture under way or capacity 0 issues directly; a failed capture warns once and
+    turns graphs off for the cache."""
+    cache, capturing = _standin_graphs(monkeypatch, capacity=2)
+    ran: list[str] = []
+
+    def call(key: str) -> None:
+        if not cache.replay(key):
+            cache.run(key, lambda m, k=key: ran.append(k), lambda: None)
+    for k in "aa":
+        call(k)
+    assert (cache.direct, cache.captures, cache.replays) == (1, 1, 1)
+    call("a")
+    assert cache.replays == 2 and ran == ["a"] * 3      # a replay runs the captured work
+    for k in "bbcc":                                     # b, then c: a is the oldest, dropped
+        call(k)
+    assert cache.dropped == 1 and "a" not in cache.graphs and set(cache.graphs) == {"b", "c"}
+    call("a")                                            # seen anew: issued directly
+    assert cache.direct == 4 and not cache.replay("zz")
+    capturing[0] = True                                  # under the caller's capture: direct
+    before = (cache.replays, cache.direct)
+    call("b")
+    assert (cache.replays, cache.direct) == (before[0], before[1] + 1)
+    capturing[0] = False
+    cache0, _ = _standin_graphs(monkeypatch, capacity=0)
+    for _ in range(3):
+        cache0.run("k", lambda m: None, lambda: None)
+    assert (cache0.direct, cache0.captures) == (3, 0)
+    bad, _ = _standin_graphs(monkeypatch, capacity=4, capture_error=True)
+    out: list[int] = []
+    with pytest.warns(RuntimeWarning, match="CUDA graph capture failed"):
+        for _ in range(2):
+            bad.run("k", lambda m: out.append(1), lambda: None)
+    bad.run("k", lambda m: out.append(1), lambda: None)
+    assert out == [1, 1, 1] and bad.capacity == 0 and bad.direct == 3
+
+
+def test_symm_replays_read_new_data_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """symm with graphs on (CUDA capture stood in): the same tensor again with new data, sum and
+    avg on the same address, views at other offsets: every result is 2 x input (sum) or the
+    input (avg), and repeated keys were replayed."""
+    from mcr.backends.symm import _Staging
+    from mcr.config import Config
+    be = SymmBackend.__new__(SymmBackend)
+    be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
+    st = _Staging.__new__(_Staging)
+    st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
+    st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
+    st.graphs, _ = _standin_graphs(monkeypatch, capacity=64)
+    st.on_stream = lambda: None                       # streams need CUDA
+    monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
+    be.ops = _SymmKernelsStandin(st.buf)
+    be._copy_in_kernel, be._groups = True, {3: st}
+    g = SimpleNamespace(id=3, size=2)
+    gen = torch.Generator().manual_seed(1)
+    base = torch.empty(70000, dtype=torch.float32)
+    views = [base[:1], base[:1000], base[1:1001], base[3:40003], base[:65536 + 1]]
+    for it in range(6):
+        for x in views:
+            for op in (tdist.ReduceOp.SUM, tdist.ReduceOp.AVG):
+                x.copy_(torch.randint(-8, 9, x.shape, generator=gen).to(x.dtype))
+                want = x * 2 if op is tdist.ReduceOp.SUM else x.clone()
+                be.all_reduce(x, op, g, sync=True)
+                assert torch.equal(x, want), (it, x.numel(), x.storage_offset(), op)
+    keys = len(views) * 2
+    assert st.graphs.captures == keys and st.graphs.replays == keys * 5
+    assert set(be.ops.calls) == {"copy_in", "one_shot", "two_shot"}
+
+
 def test_mori_engine_against_standin() -> None:
     """The ROCm sdma engine's calls into mori's API, with a named Gloo stand-in for mori."""
     out = run_mpi(2, "mori_worker.py", timeout=300)
