@@ -281,6 +281,15 @@ def test_mori_engine_against_standin() -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 1, reason="needs a GPU")
+def test_symm_gpu() -> None:
+    """symm against NCCL on every GPU of this node, one included: each size form and offset,
+    repeated buffers replayed from CUDA graphs, and calls on two streams left unordered."""
+    out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300)
+    assert out.count(" checks") == gpus()
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(gpus() < 2, reason="needs 2+ GPUs")
 def test_fast_paths_gpu() -> None:
     """sdma and symm against NCCL on every GPU of this node."""

@@ -94,7 +94,8 @@ class SymmBackend(Backend):
         self._copy_in_kernel = hasattr(self.ops, "one_shot_all_reduce_copy_out")
 
     def decline_key(self, key: CallKey) -> str | None:
-        """All-reduce, sum/avg, bf16/fp32, CUDA, at most MCR_SYMM_MAX_BYTES, 2..8 ranks."""
+        """All-reduce, sum/avg, bf16/fp32, CUDA, at most MCR_SYMM_MAX_BYTES, 1..8 ranks (one rank:
+        the same kernel with a local barrier, which lets a one-GPU machine test this path)."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
         if key.redop not in (R.SUM, R.AVG):
@@ -104,8 +105,8 @@ class SymmBackend(Backend):
         if key.nbytes > self.cfg.symm_max_bytes:
             return (f"{key.nbytes} bytes exceed the symmetric staging buffer "
                     f"(MCR_SYMM_MAX_BYTES={int(self.cfg.symm_max_bytes)})")
-        if not 2 <= key.group_size <= 8:
-            return f"symm kernels are built for 2 to 8 ranks, not {key.group_size}"
+        if not 1 <= key.group_size <= 8:
+            return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
         return None
 
     def bind(self, spec: Spec) -> Any:

@@ -1,8 +1,8 @@
 """GPU fast paths (sdma, nccl_ce, symm) against NCCL on the same inputs, one process per GPU.
 
-Run under mpirun/torchrun on 2 or 4 GPUs. Copies are compared bit for bit with NCCL; reductions
-bit for bit on exactly summable data and within float tolerance on random data. Prints one
-`OK <n> checks` line per rank, or raises naming the case.
+Run under mpirun/torchrun on 2 or 4 GPUs (`--symm-only`: any number, one included). Copies are
+compared bit for bit with NCCL; reductions bit for bit on exactly summable data and within float
+tolerance on random data. Prints one `OK <n> checks` line per rank, or raises naming the case.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ ap.add_argument("--big", default="1GiB", help="largest all-gather output (bytes,
 ap.add_argument("--quick", action="store_true", help="fewer sizes (for the chunked rerun)")
 ap.add_argument("--sdma", default="sdma", choices=["sdma", "sdma_pipe"],
                 help="which copy-engine schedule the sdma cases run on")
+ap.add_argument("--symm-only", action="store_true",
+                help="only the symm cases (any number of GPUs, one included)")
 args = ap.parse_args()
 
 dist.init_distributed(verbose=True)
@@ -296,7 +298,63 @@ def t_mixed(ops: int) -> None:
             pend.clear()
 
 
+def t_symm_streams(numel: int, trials: int = 40) -> None:
+    """Pairs of symm all-reduces on two streams that the caller leaves unordered, back to back:
+    both share the group's staging buffer, so unless mcr orders them one call's input can
+    become the other's result (on a group of one rank too)."""
+    side, gate = torch.cuda.Stream(DEV), torch.cuda.Stream(DEV)
+    x = torch.empty(numel, dtype=torch.bfloat16, device=DEV)
+    y = torch.empty_like(x)
+    for it in range(trials):
+        s = salt()
+        x.copy_(data(numel, torch.bfloat16, s, ME, True))
+        y.copy_(data(numel, torch.bfloat16, s + (1 << 16), ME, True))
+        ref_x, ref_y = x.clone(), y.clone()
+        dist.all_reduce(ref_x, backend="nccl")
+        dist.all_reduce(ref_y, backend="nccl")
+        cur = torch.cuda.current_stream()
+        # Both streams held back by one event behind a long kernel, so that the two calls,
+        # enqueued meanwhile, would start together unless mcr orders them.
+        gate.wait_stream(cur)
+        with torch.cuda.stream(gate):
+            torch.cuda._sleep(1_000_000)
+        ev = torch.cuda.Event()
+        ev.record(gate)
+        cur.wait_event(ev)
+        side.wait_event(ev)
+        dist.all_reduce(x, backend="symm")
+        with torch.cuda.stream(side):
+            dist.all_reduce(y, backend="symm")
+        cur.wait_stream(side)
+        check(f"symm two streams #{it} n={numel}", x, ref_x)
+        check(f"symm two streams #{it} n={numel} (second buffer)", y, ref_y)
+
+
+def t_symm() -> None:
+    """symm against NCCL: every size form and offset, repeated buffers (graph replays), and
+    calls on two streams."""
+    for dt in (torch.bfloat16, torch.float32):
+        for n in (1, 2, 3, 8, 1000, 4096, 65536, 131072 + 1, 262144):
+            if n * torch.empty((), dtype=dt).element_size() <= 1 << 20:
+                t_all_reduce("symm", dt, n)
+        t_all_reduce("symm", dt, 4096, offset=1)
+    before = graph_replays("symm")
+    for dt, n in ((torch.bfloat16, 1), (torch.bfloat16, 4099), (torch.float32, 65536)):
+        t_symm_repeat(n, dt)
+    if from_env().symm_graphs and graph_replays("symm") == before:
+        raise AssertionError("symm repeat: no call was replayed from a CUDA graph")
+    t_symm_streams(1 << 19)
+
+
 def main() -> None:
+    if args.symm_only:
+        if "symm" not in AVAIL:
+            raise AssertionError(f"--symm-only: symm is not bound ({dist.get_world_group().notes})")
+        t_symm()
+        torch.cuda.synchronize()
+        print(f"rank {ME}: OK {CHECKS[0]} checks", flush=True)
+        dist.destroy_process_group()
+        return
     big = int(parse_bytes(args.big))
     exact_dtypes = (torch.bfloat16, torch.float16, torch.float32, torch.int32)
     if SDMA in AVAIL:
@@ -327,16 +385,7 @@ def main() -> None:
                 t_all_to_all("nccl_ce", dt, max(1, n // N))
         t_all_gather("nccl_ce", torch.bfloat16, 1 << 20, symm_out=True)
     if "symm" in AVAIL:
-        for dt in (torch.bfloat16, torch.float32):
-            for n in (1, 2, 3, 8, 1000, 4096, 65536, 131072 + 1, 262144):
-                if n * torch.empty((), dtype=dt).element_size() <= 1 << 20:
-                    t_all_reduce("symm", dt, n)
-            t_all_reduce("symm", dt, 4096, offset=1)
-        before = graph_replays("symm")
-        for dt, n in ((torch.bfloat16, 1), (torch.bfloat16, 4099), (torch.float32, 65536)):
-            t_symm_repeat(n, dt)
-        if from_env().symm_graphs and graph_replays("symm") == before:
-            raise AssertionError("symm repeat: no call was replayed from a CUDA graph")
+        t_symm()
     # Sub-groups: halves, and a group of 3 when there are 4 ranks.
     parts = [[0, 1], [2, 3]] if N == 4 else [[0, 1]]
     subs = [dist.new_group(p) for p in parts]
