@@ -37,43 +37,41 @@ class GraphCache:
         """Enqueue the call on the current stream, `stream()`: replayed if captured, captured on
         a second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
         join back to s every side stream it forks, without host synchronization."""
+        if self.replay(key):
+            return
         if key is None or self.capacity <= 0 or capturing():
             self.direct += 1
             issue(stream())
             return
-        g = self.graphs.get(key)
-        if g is None:
-            if key not in self.seen:
-                self.seen[key] = None
-                if len(self.seen) > 4 * self.capacity:
-                    self.seen.popitem(last=False)
-                self.direct += 1
-                issue(stream())
-                return
-            del self.seen[key]
-            try:
-                g = self._capture(issue)
-            except RuntimeError as e:
-                # Same work on the device either way: go on without graphs on this rank.
-                warnings.warn(f"mcr: CUDA graph capture failed, issuing calls directly from "
-                              f"now on: {e}", RuntimeWarning, stacklevel=3)
-                self.capacity = 0
-                self.clear()
-                self.direct += 1
-                issue(stream())
-                return
-            self.graphs[key] = g
-            if len(self.graphs) > self.capacity:
-                self.graphs.popitem(last=False)
-                self.dropped += 1
-        else:
-            self.graphs.move_to_end(key)
-        g.replay()  # on the current stream
-        self.replays += 1
+        if key not in self.seen:
+            self.seen[key] = None
+            if len(self.seen) > 4 * self.capacity:
+                self.seen.popitem(last=False)
+            self.direct += 1
+            issue(stream())
+            return
+        del self.seen[key]
+        try:
+            g = self._capture(issue)
+        except RuntimeError as e:
+            # Same work on the device either way: go on without graphs on this rank.
+            warnings.warn(f"mcr: CUDA graph capture failed, issuing calls directly from "
+                          f"now on: {e}", RuntimeWarning, stacklevel=3)
+            self.capacity = 0
+            self.clear()
+            self.direct += 1
+            issue(stream())
+            return
+        self.graphs[key] = g
+        if len(self.graphs) > self.capacity:
+            self.graphs.popitem(last=False)
+            self.dropped += 1
+        self.replay(key)   # the capture ran nothing: this is the call
 
     def replay(self, key: Hashable) -> bool:
         """Replay key's graph on the current stream if it is captured and no capture is under
-        way; False otherwise (then run() decides). run()'s common case with less host work."""
+        way; False otherwise. run() starts with it; a caller that has more to do before run()
+        (symm builds its plan) calls it first."""
         g = self.graphs.get(key)
         if g is None or capturing():
             return False
