@@ -148,6 +148,16 @@ def stream_of(sid: StreamId) -> torch.cuda.Stream:
     return torch.cuda.Stream(stream_id=sid[0], device_index=sid[1], device_type=sid[2])
 
 
+def follow_stream(last: StreamId | None, device: int) -> StreamId:
+    """The caller's current stream on `device`, made to wait first for `last` (the stream of
+    the previous call on a buffer both calls use) where they differ, outside graph capture: two
+    calls on two streams then use the buffer one after the other."""
+    sid = current_stream_id(device)
+    if last is not None and last != sid and not capturing():
+        stream_of(sid).wait_stream(stream_of(last))
+    return sid
+
+
 class StreamDone:
     """torch-work-like handle of ops enqueued on a CUDA stream with no library work object.
 

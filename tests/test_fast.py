@@ -144,7 +144,7 @@ class _SymmKernelsStandin:
         self._staged("two_shot", symm, op, name, out)
 
 
-def test_symm_plans_each_kind_of_call_once_and_right() -> None:
+def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
     """symm's cached plans (by shape, dtype and 16-element offset) pick the kernel form per
     call; on CPU with the kernels stood in, every form gives 2 x input (sum) or input (avg),
     whatever order calls of different shapes, offsets and dtypes come in."""
@@ -156,7 +156,8 @@ def test_symm_plans_each_kind_of_call_once_and_right() -> None:
     st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
     st.graphs = GraphCache(0, torch.device("cpu"))   # graphs need CUDA: every call direct
-    st.on_stream = lambda: None                      # so do streams
+    st.dev, st.last_sid = torch.device("cpu"), None  # so do streams
+    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
     g = SimpleNamespace(id=3, size=2)   # what symm reads of an mcr Group
@@ -254,7 +255,8 @@ def test_symm_replays_read_new_data_per_key(monkeypatch: pytest.MonkeyPatch) -> 
     st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
     st.graphs, _ = _standin_graphs(monkeypatch, capacity=64)
-    st.on_stream = lambda: None                       # streams need CUDA
+    st.dev, st.last_sid = torch.device("cpu"), None   # streams need CUDA
+    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
     monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}

@@ -35,7 +35,7 @@ import torch.distributed as tdist
 
 from ..errors import CallError
 from ..spans import Spans
-from ..work import StreamId, current_stream_id, stream_of
+from ..work import StreamId, follow_stream, stream_of
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 from .graphs import GraphCache
 
@@ -158,12 +158,8 @@ class CeGroup:
     def launch(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None]) -> None:
         """Run issue(m) on the caller's stream m, or its captured graph (see graphs.py)."""
         # Stream ids, not Stream objects: a replayed call needs none (NOTES.md v9).
-        sid = current_stream_id(self.dev.index)
-        if self.last_sid is not None and self.last_sid != sid \
-                and not torch.cuda.is_current_stream_capturing():
-            # The transit slots were last read by copy-outs on another stream.
-            stream_of(sid).wait_stream(stream_of(self.last_sid))
-        self.last_sid = sid
+        # The transit slots may last have been read by copy-outs on another stream.
+        sid = self.last_sid = follow_stream(self.last_sid, self.dev.index)
         self.graphs.run(key, issue, lambda: stream_of(sid))
 
     # -- one round -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..work import StreamId, Work, capturing, current_stream_id, stream_of
+from ..work import StreamId, Work, follow_stream, stream_of
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 from .graphs import GraphCache
@@ -55,19 +55,7 @@ class _Staging:
         self.name = pg.group_name
         self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
         self.graphs = GraphCache(graphs, self.dev)
-        self.last_sid: StreamId | None = None
-
-    def on_stream(self) -> StreamId:
-        """The caller's stream, made to wait first for the stream of this group's last call:
-        calls on two streams would otherwise share the staging buffer and the kernel's signal
-        pad at once."""
-        sid = current_stream_id(self.dev.index)
-        last = self.last_sid
-        if last != sid:
-            if last is not None and not capturing():
-                stream_of(sid).wait_stream(stream_of(last))
-            self.last_sid = sid
-        return sid
+        self.last_sid: StreamId | None = None   # the stream of the group's last call
 
     def remember(self, key: tuple, plan: tuple[int, torch.Tensor, Any]
                  ) -> tuple[int, torch.Tensor, Any]:
@@ -143,7 +131,9 @@ class SymmBackend(Backend):
             st = self._groups[g.id] = _Staging(g.handles[self.name],
                                                int(self.cfg.symm_max_bytes) + 16,
                                                int(self.cfg.symm_graphs))
-        sid = st.on_stream()
+        # Calls on two streams would otherwise share the staging buffer and the kernel's signal
+        # pad at once.
+        sid = st.last_sid = follow_stream(st.last_sid, st.dev.index)
         avg = redop is _AVG
         if st.graphs.capacity > 0:
             # A graph names the tensor's memory, so its key holds the address (which also fixes
