@@ -258,32 +258,6 @@ def test_fsdp2_mpi_forced():
     _ok(out, "FSDP OK 20")
 
 
-def test_fsdp_buffer_ring_reuses_only_dropped_buffers():
-    """The all-gather output ring: one allocation per size, round-robin, never a live buffer."""
-    import torch
-
-    from mcr.errors import CallError
-    from mcr.integrations.fsdp import BufferRing
-    made = []
-
-    def alloc(n, dt):
-        made.append(torch.empty(n, dtype=dt))
-        return made[-1]
-    ring = BufferRing(alloc, 2)
-    a = ring.take([4, 3], torch.float32)
-    b = ring.take([12], torch.float32)
-    assert len(made) == 2 and a.shape == (4, 3) and a.data_ptr() != b.data_ptr()
-    with pytest.raises(CallError, match="more than 2 outputs"):
-        ring.take([12], torch.float32)          # a's buffer is next, and a is alive
-    ptr = a.data_ptr()
-    del a
-    c = ring.take([12], torch.float32)
-    assert c.data_ptr() == ptr and len(made) == 2
-    d = ring.take([5], torch.bfloat16)          # a new size: its own buffers
-    assert len(made) == 4 and d.dtype == torch.bfloat16
-    del b, c
-
-
 @pytest.mark.parametrize("framework", ["deepspeed", "fsdp"])
 def test_train_step_benchmark_tiny_cpu(framework, tmp_path):
     """benchmarks/train_step.py end to end on CPU: every configuration trains, losses equal."""

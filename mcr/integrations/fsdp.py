@@ -33,26 +33,37 @@ from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _Redu
 from .. import bypass, runtime
 from .. import comm as mcr
 from ..errors import CallError
+from ..route import PROFILE as _PROFILE_STACK
+from ..tables import PROFILES
 
 PROFILE = "overlap"
 
 
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 class _Slot:
-    """One buffer of a ring, and who holds it."""
+    """One buffer of a ring, who holds it, and the stream it was last handed out on."""
 
     def __init__(self, buf: torch.Tensor) -> None:
         self.buf = buf
         self.holder: weakref.ref | None = None
-        self.released: torch.cuda.Event | None = None
+        self.stream: torch.cuda.Stream | None = None
+        self.handle = -1      # self.stream's raw handle, compared per take (~0.2 us)
 
-    def release(self) -> None:
-        self.holder = None
-        if self.buf.is_cuda:
-            # The holder died on the stream that used it last (FSDP2 copies the output out on
-            # the stream it then drops it from): later users wait for what it queued so far.
-            ev = torch.cuda.Event()
-            ev.record(torch.cuda.current_stream(self.buf.device))
-            self.released = ev
+    def follow(self) -> None:
+        """Order the caller's stream after the slot's last holder, as torch's caching allocator
+        orders a reused block: nothing on the stream the buffer was handed out on (its holder's
+        uses elsewhere were ordered into that stream before it was dropped: FSDP2 waits on its
+        copy-out event first), an event wait where the stream changed."""
+        dev = self.buf.get_device()
+        handle = _raw_stream(dev)
+        if handle == self.handle:
+            return
+        cur = torch.cuda.current_stream(dev)
+        if self.stream is not None:
+            cur.wait_event(self.stream.record_event())
+        self.stream, self.handle = cur, handle
 
 
 class BufferRing:
@@ -62,8 +73,8 @@ class BufferRing:
     buffer for the same call. FSDP2 asks for all-gather outputs in the same order on every rank:
     each size gets `slots` buffers, allocated together by `alloc` (collectively, for symmetric
     memory) the first time it is asked for, then handed out round-robin. A buffer goes out
-    again only after the tensor handed out before was dropped; the new holder's stream waits
-    for the stream that dropped it.
+    again only after the tensor handed out before was dropped, under the caching allocator's
+    contract that FSDP2 keeps for its own buffers (_Slot.follow).
     """
 
     def __init__(self, alloc: Callable[[int, torch.dtype], torch.Tensor], slots: int) -> None:
@@ -89,15 +100,13 @@ class BufferRing:
             raise CallError(f"mcr FSDP2 all-gather: more than {self.slots} outputs of "
                             f"{numel} x {dtype} are alive at once; raise MCR_FSDP_BUFFERS")
         self._next[key] = (i + 1) % self.slots
-        if slot.released is not None:
-            torch.cuda.current_stream(slot.buf.device).wait_event(slot.released)
-            slot.released = None
-        # The very tensor FSDP2 gets is tracked: it dies when FSDP2 drops the all-gather result
-        # (torch keeps a tensor's Python object while its TensorImpl lives), which releases the
-        # slot.
-        t = slot.buf.view(*size)
+        if slot.buf.is_cuda:
+            slot.follow()
+        # The very tensor FSDP2 gets, a new view each time, is tracked: it dies when FSDP2 drops
+        # the all-gather result (torch keeps a tensor's Python object while its TensorImpl
+        # lives).
+        t = slot.buf.view(size)
         slot.holder = weakref.ref(t)
-        weakref.finalize(t, slot.release).atexit = False
         return t
 
 
@@ -112,6 +121,8 @@ class AllGather(_AllGatherApi):
     def __init__(self, group: Any = None, profile: str = PROFILE, buffers: str = "auto") -> None:
         if buffers not in ("auto", "plain", "ring"):
             raise ValueError(f"AllGather: buffers={buffers!r} is not auto, plain or ring")
+        if profile not in PROFILES:
+            raise ValueError(f"AllGather: profile={profile!r} is not one of {list(PROFILES)}")
         self.group = group
         self.profile = profile
         self.buffers = buffers
@@ -137,8 +148,12 @@ class AllGather(_AllGatherApi):
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor,
                  group: tdist.ProcessGroup, async_op: bool = False) -> Any:
         """mcr.comm.all_gather_into_tensor under this object's table profile."""
-        with mcr.profile(self.profile):
+        # mcr.comm.profile's stack without its context manager, which costs ~2-3 us a call.
+        _PROFILE_STACK.append(self.profile)
+        try:
             return mcr.all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+        finally:
+            _PROFILE_STACK.pop()
 
 
 class ReduceScatter(_ReduceScatterApi):
