@@ -91,12 +91,13 @@ def as_redop(op: object, what: str = "reduction") -> object:
     """torch's reduce op for op, as torch's own enum value: op itself (a `ReduceOp.PREMUL_SUM(f)`
     keeps its factor), a ReduceOp object's type, or the value of another library's enum of the
     same names (DeepSpeed's `deepspeed.comm.ReduceOp`). ValueError naming the call otherwise."""
+    if type(op) is tdist.ReduceOp:
+        # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
+        # Tested first: looking one up in _CANON costs ~2.5 us.
+        return op if op == tdist.ReduceOp.PREMUL_SUM else _CANON[op.op]
     canon = _CANON.get(op)  # type: ignore[call-overload]
     if canon is not None:
         return canon
-    if type(op) is tdist.ReduceOp:
-        # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
-        return op if op.op == tdist.ReduceOp.PREMUL_SUM else _CANON[op.op]
     name = getattr(op, "name", None)
     if isinstance(name, str) and name.upper() in _BY_NAME and name.upper() != "PREMUL_SUM":
         return _BY_NAME[name.upper()]
@@ -107,7 +108,11 @@ def as_redop(op: object, what: str = "reduction") -> object:
 
 def is_premul(op: object) -> bool:
     """True for ReduceOp.PREMUL_SUM(factor)."""
-    return op == tdist.ReduceOp.PREMUL_SUM
+    if type(op) is tdist.ReduceOp:
+        return op == tdist.ReduceOp.PREMUL_SUM
+    # torch's enum values are singletons (REDOP_NAMES): identity first, ~0.2 us less than ==.
+    return op is tdist.ReduceOp.PREMUL_SUM or (op not in _CANON and
+                                               op == tdist.ReduceOp.PREMUL_SUM)
 
 
 def premul_factor(op: object) -> object:
