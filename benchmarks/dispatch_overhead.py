@@ -16,6 +16,12 @@ same functions once mcr.integrations.deepspeed.install() has replaced them, side
 stand-in (torch's all-gather looks its group up in torch's own maps). On one rank it shows host
 cost: the library's call on a group of one is a local copy.
 
+`--fsdp`: FSDP2's hot calls as FSDP2 makes them (output allocated by the comm object, the call
+on a side stream, the output dropped after): FSDP2's own comm objects against mcr's
+(mcr.integrations.fsdp; all-gather with plain outputs and with its ring of buffers, the ring in
+plain memory so one rank can run it; reduce-scatter with AVG and with PREMUL_SUM), on Gloo (CPU)
+or NCCL (`-d cuda`). On one rank it shows host cost.
+
 `-d cuda` (GPU, 2+ ranks): a small bf16 GPU all-reduce against torch's NCCL call, and mcr's symm
 against the bare symmetric-memory kernel it launches. A sample is `--reps` calls then a device
 sync, so each figure is per call, host or device, whichever is slower. `--profile` adds rank 0's
@@ -118,6 +124,59 @@ def _deepspeed_pairs(fns: tuple[dict[str, Callable[..., Any]], dict[str, Callabl
     return v
 
 
+def _fsdp_pairs(n: int, pg: Any, device: str) -> Variants:
+    """FSDP2's all-gather and reduce-scatter through its own comm objects and through mcr's."""
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
+        DefaultAllGather,
+        DefaultReduceScatter,
+    )
+
+    from mcr.integrations import fsdp
+    dev = torch.device(device)
+    side = torch.cuda.Stream() if dev.type == "cuda" else None
+    inp, rs_in, rs_out = (torch.ones(k, device=dev) for k in (256, 256 * n, 256))
+
+    def gather(comm: Any) -> Callable[[], Any]:
+        def call() -> None:
+            out = comm.allocate((256 * n,), dtype=inp.dtype, device=dev)
+            if side is None:
+                comm(output_tensor=out, input_tensor=inp, group=pg, async_op=False)
+                return
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                comm(output_tensor=out, input_tensor=inp, group=pg, async_op=False)
+            torch.cuda.current_stream().wait_stream(side)
+        return call
+
+    def scatter(comm: Any, op: Any) -> Callable[[], Any]:
+        def call() -> None:
+            if side is None:
+                comm(output_tensor=rs_out, input_tensor=rs_in, group=pg, op=op)
+                return
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                comm(output_tensor=rs_out, input_tensor=rs_in, group=pg, op=op)
+            torch.cuda.current_stream().wait_stream(side)
+        return call
+
+    ag_ref, avg_ref = "FSDP2 all-gather", "FSDP2 reduce-scatter AVG"
+    pre_ref = "FSDP2 reduce-scatter PREMUL_SUM"
+    premul = tdist._make_nccl_premul_sum(0.5) if device == "cuda" else None
+    v: Variants = {
+        ag_ref: (gather(DefaultAllGather()), None),
+        f"{ag_ref} via mcr (plain outputs)": (gather(fsdp.AllGather(pg, buffers="plain")),
+                                              ag_ref),
+        f"{ag_ref} via mcr (ring of outputs)": (gather(fsdp.AllGather(pg, buffers="ring")),
+                                                ag_ref),
+        avg_ref: (scatter(DefaultReduceScatter(), tdist.ReduceOp.AVG), None),
+        f"{avg_ref} via mcr": (scatter(fsdp.ReduceScatter(), tdist.ReduceOp.AVG), avg_ref),
+    }
+    if premul is not None:   # Gloo has no PREMUL_SUM (FSDP2 divides before the call there)
+        v[pre_ref] = (scatter(DefaultReduceScatter(), premul), None)
+        v[f"{pre_ref} via mcr"] = (scatter(fsdp.ReduceScatter(), premul), pre_ref)
+    return v
+
+
 def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
     from mcr.backends.ce_engine import rendezvous, symm_empty
     pg = rt.world.handles["nccl"]
@@ -171,9 +230,11 @@ def main() -> None:
     ap.add_argument("--bytes", type=int, default=4096, help="GPU message size (-d cuda)")
     ap.add_argument("--deepspeed", action="store_true",
                     help="ZeRO-3's calls through deepspeed.comm, DeepSpeed's own against mcr's")
+    ap.add_argument("--fsdp", action="store_true",
+                    help="FSDP2's calls through its own comm objects against mcr's")
     ap.add_argument("--profile", action="store_true",
-                    help="then print rank 0's cProfile of each variant measured against a "
-                         "reference (top 12 by own time)")
+                    help="then print rank 0's cProfile of each variant, references included "
+                         "(top 16 by own time)")
     args = ap.parse_args()
     dist.init_distributed(verbose=False)
     rt = runtime.get()
@@ -186,6 +247,10 @@ def main() -> None:
                                     args.device)
         _measure(f"4-element float32 {args.device} calls through deepspeed.comm on {lib}, "
                  f"{head}", variants, args.rounds, args.reps, sync)
+    elif args.fsdp:
+        variants = _fsdp_pairs(n, rt.world.handles[lib], args.device)
+        _measure(f"FSDP2's calls ({args.device}, float32, 256 elements a rank) on {lib}, {head}",
+                 variants, args.rounds, args.reps, sync)
     elif args.device == "cuda":
         variants = _gpu_variants(rt, args.bytes)
         _measure(f"{args.bytes} B bfloat16 GPU all_reduce, {head}", variants, args.rounds,
@@ -201,8 +266,10 @@ def main() -> None:
         _measure(f"the same calls, a no-op ProcessGroup standing in for Gloo (host cost only), "
                  f"{head}", _pairs(t, noop, "gloo"), args.rounds, args.reps, sync)
     if args.profile:
-        _profile({k: fn for k, (fn, ref) in variants.items() if ref is not None}, args.reps,
-                 sync)
+        _profile({k: fn for k, (fn, _) in variants.items()}, args.reps, sync)
+    if dist.get_rank() == 0:
+        from mcr import report
+        print(report.summary(rt), flush=True)   # which library served mcr's variants
     dist.destroy_process_group()
 
 
@@ -216,7 +283,7 @@ def _profile(variants: dict[str, Callable[[], Any]], reps: int, sync: Callable[[
         pr.disable()
         if dist.get_rank() == 0:
             out = io.StringIO()
-            pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(12)
+            pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(16)
             print(f"# profile: {name}, {10 * reps} calls")
             print("\n".join(ln for ln in out.getvalue().splitlines()[6:] if ln.strip()))
 

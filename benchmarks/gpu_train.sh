@@ -25,6 +25,11 @@
 #          cache), and how do its all-gather outputs behave in torch's symmetric MemPool
 #          (probes/probe_zero3_pool.py; on one GPU two ranks share it); on 2+ GPUs also ZeRO-3
 #          large plain vs mcr with MCR_SDMA_GRAPHS 64 and 256 (graph captures, drops, replays)
+#   host   what mcr's FSDP2 hook costs the host: dispatch_overhead --fsdp (FSDP2's own comm
+#          objects against mcr's, per call), then FSDP2 small, plain, plain2, mcr, mcr-nccl and
+#          mcr-ring (plain buffers in mcr's ring), PAIRS rounds (default 6): on one GPU the
+#          all-gathers are local copies and the reduce-scatters skipped, so the step is compute
+#          and host time
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -115,6 +120,15 @@ MCR_BACKEND=mpi MCR_MPI_CUDA_AWARE=0 TAILN=40 step zero3_keys 420 mpirun --allow
   --oversubscribe -np 2 $X -x MCR_BACKEND -x MCR_MPI_CUDA_AWARE python3 -m probes.probe_zero3_pool \
   --backend gloo --mcr --dtype float32 --shape large --blocks 3 --steps 2 --dump "$W/zero3_keys.json"
 fi
+fi
+if has host; then
+TAILN=12 step dispatch_overhead_fsdp 150 $RUN benchmarks/dispatch_overhead.py --fsdp -d cuda \
+  --rounds 150
+TAILN=3 step host_fsdp_small $((80 + 25 * ${PAIRS:-6})) $RUN benchmarks/train_step.py \
+  --framework fsdp --shape small --configs plain,plain2,mcr,mcr-nccl,mcr-ring \
+  --pairs "${PAIRS:-6}" --steps 3 --warmup 2 --out "$W/host"
+grep -a '"ratio_median"\|"ratio_min"\|"ratio_max"\|"gpu_idle_ms"\|"compute_ms"' \
+  "$W/host_fsdp_small.log" | tr -d ' ,' | paste -sd' '
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .

@@ -22,6 +22,8 @@ Configurations (`--configs`):
              MCR_PROFILE=auto; FSDP2's all-gathers keep their overlap profile): what the
              overlap rules bring to calls on side streams
   mcr-plainbuf  FSDP2 only: mcr with all-gather outputs in plain memory (no symmetric ring)
+  mcr-ring   FSDP2 only: mcr with all-gather outputs from a ring of plain buffers (the ring's
+             reuse and waits without symmetric memory: what the ring costs, on any GPU count)
   torch-symm FSDP2 with torch's symmetric-memory comm (FSDPModule.set_symm_mem_for_comm), where
              the installed torch has it
 Shapes: small (16 layers, hidden 2048, seq 1024, micro-batch 1), large (8 layers, hidden 4096,
@@ -190,15 +192,16 @@ def fsdp_trainers(configs: list[str], shape: dict[str, int], device: torch.devic
                 print(f"train_step: torch {torch.__version__} has no "
                       "FSDPModule.set_symm_mem_for_comm; torch-symm skipped", flush=True)
             continue
-        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-plainbuf", "mcr-standalone",
-                        "torch-symm"):
+        if name not in ("plain", "plain2", "mcr", "mcr-nccl", "mcr-plainbuf", "mcr-ring",
+                        "mcr-standalone", "torch-symm"):
             raise SystemExit(f"--configs: {name} is not an FSDP2 configuration")
         model = build_model(shape, torch.float32, device)
         for layer in model.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
-        if name in ("mcr", "mcr-nccl", "mcr-plainbuf", "mcr-standalone"):
-            mcr_fsdp.install(model, buffers="plain" if name == "mcr-plainbuf" else "auto")
+        if name.startswith("mcr"):
+            mcr_fsdp.install(model, buffers={"mcr-plainbuf": "plain",
+                                             "mcr-ring": "ring"}.get(name, "auto"))
         elif name == "torch-symm":
             model.set_symm_mem_for_comm()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
