@@ -25,11 +25,13 @@
 #          cache), and how do its all-gather outputs behave in torch's symmetric MemPool
 #          (probes/probe_zero3_pool.py; on one GPU two ranks share it); on 2+ GPUs also ZeRO-3
 #          large plain vs mcr with MCR_SDMA_GRAPHS 64 and 256 (graph captures, drops, replays)
-#   host   what mcr's FSDP2 hook costs the host: dispatch_overhead --fsdp (FSDP2's own comm
-#          objects against mcr's, per call), then FSDP2 small, plain, plain2, mcr, mcr-nccl and
-#          mcr-ring (plain buffers in mcr's ring), PAIRS rounds (default 6): on one GPU the
-#          all-gathers are local copies and the reduce-scatters skipped, so the step is compute
-#          and host time
+#   host   what mcr's FSDP2 hook costs the host per call: dispatch_overhead --fsdp (FSDP2's own
+#          comm objects against mcr's, on one rank)
+#   floor  the step with no communication at all: train_step on one GPU (FSDP2 and DeepSpeed
+#          skip their collectives in a world of one), both frameworks, SHAPES (default "small
+#          large"), plain and plain2, PAIRS rounds (default 4). Per rank the compute is the
+#          same as in the N-GPU run, so no communication library can make the N-GPU step
+#          faster than this; on an N-GPU machine it runs on GPU 0 of the same host
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
@@ -124,11 +126,16 @@ fi
 if has host; then
 TAILN=12 step dispatch_overhead_fsdp 150 $RUN benchmarks/dispatch_overhead.py --fsdp -d cuda \
   --rounds 150
-TAILN=3 step host_fsdp_small $((80 + 25 * ${PAIRS:-6})) $RUN benchmarks/train_step.py \
-  --framework fsdp --shape small --configs plain,plain2,mcr,mcr-nccl,mcr-ring \
-  --pairs "${PAIRS:-6}" --steps 3 --warmup 2 --out "$W/host"
-grep -a '"ratio_median"\|"ratio_min"\|"ratio_max"\|"gpu_idle_ms"\|"compute_ms"' \
-  "$W/host_fsdp_small.log" | tr -d ' ,' | paste -sd' '
+fi
+if has floor; then
+for shape in ${SHAPES:-small large}; do
+  for fw in fsdp deepspeed; do
+    CUDA_VISIBLE_DEVICES=0 TAILN=3 step "floor_${fw}_$shape" $((60 + 20 * ${PAIRS:-4})) \
+      torchrun --standalone --nproc_per_node=1 benchmarks/train_step.py --framework $fw \
+      --shape $shape --configs plain,plain2 --pairs "${PAIRS:-4}" --steps 3 --warmup 2 \
+      --out "$W/floor"
+  done
+done
 fi
 } 2>&1 | tee "$OUT/summary.log"
 tar -cf "$OUT/results.tar" -C "$W" .
