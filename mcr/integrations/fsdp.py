@@ -35,11 +35,9 @@ from .. import comm as mcr
 from ..errors import CallError
 from ..route import PROFILE as _PROFILE_STACK
 from ..tables import PROFILES
+from ..work import StreamId, follow_stream
 
 PROFILE = "overlap"
-
-
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 class _Slot:
@@ -48,22 +46,7 @@ class _Slot:
     def __init__(self, buf: torch.Tensor) -> None:
         self.buf = buf
         self.holder: weakref.ref | None = None
-        self.stream: torch.cuda.Stream | None = None
-        self.handle = -1      # self.stream's raw handle, compared per take (~0.2 us)
-
-    def follow(self) -> None:
-        """Order the caller's stream after the slot's last holder, as torch's caching allocator
-        orders a reused block: nothing on the stream the buffer was handed out on (its holder's
-        uses elsewhere were ordered into that stream before it was dropped: FSDP2 waits on its
-        copy-out event first), an event wait where the stream changed."""
-        dev = self.buf.get_device()
-        handle = _raw_stream(dev)
-        if handle == self.handle:
-            return
-        cur = torch.cuda.current_stream(dev)
-        if self.stream is not None:
-            cur.wait_event(self.stream.record_event())
-        self.stream, self.handle = cur, handle
+        self.sid: StreamId | None = None
 
 
 class BufferRing:
@@ -73,8 +56,11 @@ class BufferRing:
     buffer for the same call. FSDP2 asks for all-gather outputs in the same order on every rank:
     each size gets `slots` buffers, allocated together by `alloc` (collectively, for symmetric
     memory) the first time it is asked for, then handed out round-robin. A buffer goes out
-    again only after the tensor handed out before was dropped, under the caching allocator's
-    contract that FSDP2 keeps for its own buffers (_Slot.follow).
+    again only after the tensor handed out before was dropped. Reuse is ordered as torch's
+    caching allocator orders a freed block: nothing on the stream the buffer was handed out on
+    (the holder's uses on other streams were ordered into that one before it was dropped, the
+    allocator's contract, which FSDP2 keeps for its own buffers by waiting on its copy-out
+    event), a wait for that stream where the stream changed.
     """
 
     def __init__(self, alloc: Callable[[int, torch.dtype], torch.Tensor], slots: int) -> None:
@@ -101,7 +87,7 @@ class BufferRing:
                             f"{numel} x {dtype} are alive at once; raise MCR_FSDP_BUFFERS")
         self._next[key] = (i + 1) % self.slots
         if slot.buf.is_cuda:
-            slot.follow()
+            slot.sid = follow_stream(slot.sid, slot.buf.get_device())
         # The very tensor FSDP2 gets, a new view each time, is tracked: it dies when FSDP2 drops
         # the all-gather result (torch keeps a tensor's Python object while its TensorImpl
         # lives).
