@@ -136,28 +136,25 @@ def _fsdp_pairs(n: int, pg: Any, device: str) -> Variants:
     side = torch.cuda.Stream() if dev.type == "cuda" else None
     inp, rs_in, rs_out = (torch.ones(k, device=dev) for k in (256, 256 * n, 256))
 
+    def on_side(fn: Callable[[], Any]) -> None:
+        """fn on the side stream, ordered after and before the caller's, as FSDP2 does."""
+        if side is None:
+            fn()
+            return
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+
     def gather(comm: Any) -> Callable[[], Any]:
         def call() -> None:
             out = comm.allocate((256 * n,), dtype=inp.dtype, device=dev)
-            if side is None:
-                comm(output_tensor=out, input_tensor=inp, group=pg, async_op=False)
-                return
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                comm(output_tensor=out, input_tensor=inp, group=pg, async_op=False)
-            torch.cuda.current_stream().wait_stream(side)
+            on_side(lambda: comm(output_tensor=out, input_tensor=inp, group=pg, async_op=False))
         return call
 
     def scatter(comm: Any, op: Any) -> Callable[[], Any]:
-        def call() -> None:
-            if side is None:
-                comm(output_tensor=rs_out, input_tensor=rs_in, group=pg, op=op)
-                return
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                comm(output_tensor=rs_out, input_tensor=rs_in, group=pg, op=op)
-            torch.cuda.current_stream().wait_stream(side)
-        return call
+        return lambda: on_side(lambda: comm(output_tensor=rs_out, input_tensor=rs_in, group=pg,
+                                            op=op))
 
     ag_ref, avg_ref = "FSDP2 all-gather", "FSDP2 reduce-scatter AVG"
     pre_ref = "FSDP2 reduce-scatter PREMUL_SUM"
