@@ -1,10 +1,11 @@
-"""mcr's ring of FSDP2 all-gather outputs (mcr.integrations.fsdp.BufferRing): which buffer goes
-out when, and the stream order a reused buffer keeps. No DeepSpeed needed."""
+"""mcr's FSDP2 comm objects outside a training run: the ring of all-gather outputs
+(mcr.integrations.fsdp.BufferRing), which buffer goes out when and the stream order a reused
+buffer keeps; and the benchmark of their host cost. No DeepSpeed needed."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import gpus
+from conftest import gpus, run_torchrun
 
 
 def test_fsdp_buffer_ring_reuses_only_dropped_buffers():
@@ -57,3 +58,15 @@ def test_fsdp_buffer_ring_orders_streams_gpu():
         torch.cuda.synchronize()
         assert float(v) == 2.0 * n and bool((u == 2.0).all()), trial
         del u
+
+
+def test_fsdp_dispatch_overhead_cpu():
+    """dispatch_overhead --fsdp on 2 Gloo ranks: every variant measured against its FSDP2
+    reference, and mcr's summary shows its calls served."""
+    out = run_torchrun(2, "benchmarks/dispatch_overhead.py", "--fsdp", "--rounds", "3",
+                       "--reps", "2")
+    for v in ("all-gather via mcr (plain outputs)", "all-gather via mcr (ring of outputs)",
+              "reduce-scatter AVG via mcr"):
+        line = next(ln for ln in out.splitlines() if v in ln)
+        assert line.rstrip().endswith(("FSDP2 all-gather", "FSDP2 reduce-scatter AVG")), line
+    assert "served by mcr: " in out and "(100.0%)" in out, out[-3000:]
