@@ -70,3 +70,14 @@ def test_fsdp_dispatch_overhead_cpu():
         line = next(ln for ln in out.splitlines() if v in ln)
         assert line.rstrip().endswith(("FSDP2 all-gather", "FSDP2 reduce-scatter AVG")), line
     assert "served by mcr: " in out and "(100.0%)" in out, out[-3000:]
+
+
+def test_fsdp_all_gather_rejects_bad_arguments():
+    """A wrong profile or buffer kind is an error naming it when the comm object is built."""
+    from mcr.integrations.fsdp import AllGather
+    AllGather(profile="auto")
+    with pytest.raises(ValueError, match=r"profile='fast' is not one of \['standalone', "
+                                         r"'overlap', 'auto'\]"):
+        AllGather(profile="fast")
+    with pytest.raises(ValueError, match="buffers='pinned' is not auto, plain or ring"):
+        AllGather(buffers="pinned")

@@ -33,6 +33,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _Redu
 from .. import bypass, runtime
 from .. import comm as mcr
 from ..errors import CallError
+from ..route import AUTO
 from ..route import PROFILE as _PROFILE_STACK
 from ..tables import PROFILES
 from ..work import StreamId, follow_stream
@@ -107,8 +108,9 @@ class AllGather(_AllGatherApi):
     def __init__(self, group: Any = None, profile: str = PROFILE, buffers: str = "auto") -> None:
         if buffers not in ("auto", "plain", "ring"):
             raise ValueError(f"AllGather: buffers={buffers!r} is not auto, plain or ring")
-        if profile not in PROFILES:
-            raise ValueError(f"AllGather: profile={profile!r} is not one of {list(PROFILES)}")
+        if profile not in (*PROFILES, AUTO):
+            raise ValueError(f"AllGather: profile={profile!r} is not one of "
+                             f"{[*PROFILES, AUTO]}")
         self.group = group
         self.profile = profile
         self.buffers = buffers
