@@ -12,7 +12,8 @@
 #          mcr without the symmetric buffer ring
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
 #          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; PAIRS rounds (default 8)
-#          in balanced orders; SHAPES="small" (default "large small") for one shape
+#          in balanced orders; SHAPES="small" (default "large small") for one shape; CONFIGS
+#          (default plain,plain2,mcr,mcr-nccl) for fewer configurations on a short lease
 #   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
 #          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
 #          kernel memops kernel memops for FSDP2, kernel memops for ZeRO-3: whether the
@@ -81,7 +82,7 @@ PAIRS=${PAIRS:-8}
 for shape in ${SHAPES:-large small}; do
   for fw in fsdp deepspeed; do
     TAILN=3 step "steps_${fw}_$shape" $((50 + 11 * PAIRS)) $RUN benchmarks/train_step.py \
-      --framework $fw --shape $shape --configs plain,plain2,mcr,mcr-nccl --pairs $PAIRS \
+      --framework $fw --shape $shape --configs "${CONFIGS:-plain,plain2,mcr,mcr-nccl}" --pairs $PAIRS \
       --steps 3 --warmup 2 --out "$W"
   done
 done

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A whole 2x H200 lease in two device calls (each under the 600 s a call may run), from the
+# repo root, carrying the git-ignored .whl folder for the second. Each part's files go to a
+# folder of its own under $OUT (the part scripts each write summary.log / a tar there).
+#   CALL=1  the 2-GPU gpu tests of the fast paths (symm's graph replays and two-stream order,
+#           the FSDP2 ring's stream order), then issue 18's fresh table, its check and OSU
+#           tuned vs NCCL (gpu_tune.sh tune check osu)
+#   CALL=2  issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and
+#           the step with no communication on GPU 0 (floor, 2 rounds); then issue 13's lanes on the
+#           host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier)
+set -uo pipefail
+O=${OUT:?OUT must name the output folder}
+T0=$SECONDS
+if [ "${CALL:-1}" = 1 ]; then
+  mkdir -p "$O/tests"
+  (. benchmarks/gpu_env.sh
+   timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fast.py \
+     tests/test_fsdp_comm.py > "$O/tests/gpu_tests.log" 2>&1
+   echo "gpu tests rc=$? at $((SECONDS - T0)) s"; tail -4 "$O/tests/gpu_tests.log")
+  OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
+  grep -a "rc=\|^  \|^#" "$O/tune/summary.log" | grep -v "^# device" | tail -60
+else
+  OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-6} \
+    bash benchmarks/gpu_train.sh > /dev/null
+  OUT=$O/floor PART=floor PAIRS=2 bash benchmarks/gpu_train.sh > /dev/null
+  cat "$O/train/summary.log" "$O/floor/summary.log" | grep -av "^bypassed"
+  echo "train done at $((SECONDS - T0)) s"
+  OUT=$O/lanes MPI_NET=tcp PARTS="osu tune bare hier" DEVS="cpu cuda" TUNE_DEVS=cuda \
+    bash benchmarks/gpu_lanes.sh
+fi
+echo "lease call ${CALL:-1} done at $((SECONDS - T0)) s"
