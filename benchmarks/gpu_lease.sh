@@ -9,6 +9,8 @@
 #           lanes on the host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier);
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
+#   CALL=3  NCCL's two latency modes: LAUNCHES (default 10) launches of probes/probe_nccl_modes.py
+#           with NCCL_DEBUG=INFO, every launch's log in modes.tar
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
@@ -20,6 +22,16 @@ if [ "${CALL:-1}" = 1 ]; then
    echo "gpu tests rc=$? at $((SECONDS - T0)) s"; tail -4 "$O/tests/gpu_tests.log")
   OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
   grep -a "rc=\|^  \|^#" "$O/tune/summary.log" | grep -v "^# device" | tail -60
+elif [ "${CALL}" = 3 ]; then
+  # NCCL's two modes: LAUNCHES launches of plain NCCL calls, each with its NCCL_DEBUG lines
+  mkdir -p /tmp/modes
+  (. benchmarks/gpu_env.sh
+   for i in $(seq "${LAUNCHES:-10}"); do
+     NCCL_DEBUG=INFO mpirun --allow-run-as-root --oversubscribe -np "$N" $X -x NCCL_DEBUG \
+       python3 -m probes.probe_nccl_modes > "/tmp/modes/launch_$i.log" 2>&1
+     grep -a "^MODE" "/tmp/modes/launch_$i.log" | sed "s/^/launch $i /"
+   done)
+  tar -cf "$O/modes.tar" -C /tmp/modes .
 else
   # NCCL's small-call latency swung 31 <-> 52 us between the tuner's run and OSU's on one
   # lease. mpirun binds each rank to one core, where NCCL's proxy thread shares it with

@@ -1,0 +1,62 @@
+"""Probe: why NCCL's small-call latency is bimodal between processes (NOTES.md, issue 18).
+
+On 2x H100 and 2x H200 leases NCCL's small reduce-scatters took ~30 us in one process and
+~52 us in the next, for a whole process at a time: the tuner measured one mode and OSU met the
+other. Not mpirun's core binding (2026-11-25 entry). This probe times plain torch.distributed
+NCCL calls (no mcr) in one launch and prints, per rank, the latency with what could decide the
+mode: the cores the rank may run on, the core it runs on, the GPU's SM clock. Run it several
+times under one launcher with NCCL_DEBUG=INFO and compare a fast launch's NCCL lines with a
+slow one's.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as td
+
+
+def timed(fn: Callable[[], object], iters: int = 200) -> float:
+    """Median microseconds of fn() over iters calls, each synchronized."""
+    out = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(out)
+
+
+def main() -> None:
+    """Time NCCL all-reduce and reduce-scatter of 64 KiB; print one line per rank."""
+    rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    td.init_process_group("nccl", rank=rank, world_size=world,
+                          device_id=torch.device("cuda", torch.cuda.current_device()))
+    x = torch.ones(32768, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(32768 // world, dtype=torch.bfloat16, device="cuda")
+    for _ in range(20):
+        td.all_reduce(x)
+    ar = timed(lambda: td.all_reduce(x))
+    rs = timed(lambda: td.reduce_scatter_tensor(out, x))
+    try:
+        clock = torch.cuda.clock_rate()
+    except Exception:  # pynvml missing: the clock is a hint, not the point
+        clock = -1
+    cpu = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[36]
+    print(f"MODE rank {rank} all_reduce {ar:.1f} us reduce_scatter {rs:.1f} us "
+          f"cpus {sorted(os.sched_getaffinity(0))[:4]}..({len(os.sched_getaffinity(0))}) "
+          f"on cpu {cpu} sm_clock {clock}",
+          flush=True)
+    td.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
