@@ -11,6 +11,7 @@ slow one's.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -32,7 +33,11 @@ def timed(fn: Callable[[], object], iters: int = 200) -> float:
 
 
 def main() -> None:
-    """Time NCCL all-reduce and reduce-scatter of 64 KiB; print one line per rank."""
+    """Time NCCL all-reduce and reduce-scatter of 64 KiB; print one line per rank and
+    communicator."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--comms", type=int, default=0, help="new communicators to time as well")
+    args = ap.parse_args()
     rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -42,10 +47,14 @@ def main() -> None:
                           device_id=torch.device("cuda", torch.cuda.current_device()))
     x = torch.ones(32768, dtype=torch.bfloat16, device="cuda")
     out = torch.empty(32768 // world, dtype=torch.bfloat16, device="cuda")
-    for _ in range(20):
-        td.all_reduce(x)
-    ar = timed(lambda: td.all_reduce(x))
-    rs = timed(lambda: td.reduce_scatter_tensor(out, x))
+    groups = [None] + [td.new_group(list(range(world))) for _ in range(args.comms)]
+    times = []
+    for g in groups:
+        for _ in range(20):
+            td.all_reduce(x, group=g)
+        times.append((timed(lambda: td.all_reduce(x, group=g)),
+                      timed(lambda: td.reduce_scatter_tensor(out, x, group=g))))
+    ar, rs = times[0]
     try:
         clock = torch.cuda.clock_rate()
     except Exception:  # pynvml missing: the clock is a hint, not the point
@@ -55,6 +64,9 @@ def main() -> None:
           f"cpus {sorted(os.sched_getaffinity(0))[:4]}..({len(os.sched_getaffinity(0))}) "
           f"on cpu {cpu} sm_clock {clock}",
           flush=True)
+    if args.comms:
+        print(f"MODE rank {rank} new communicators (all-reduce/reduce-scatter us): "
+              + " ".join(f"{a:.0f}/{r:.0f}" for a, r in times[1:]), flush=True)
     td.destroy_process_group()
 
 
