@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A whole 2x H200 lease in two device calls (each under the 600 s a call may run), from the
-# repo root, carrying the git-ignored .whl folder for the second. Each part's files go to a
+# A 2-GPU lease in device calls (each under the 600 s a call may run), from the repo root,
+# carrying the git-ignored .whl folder for CALL=2. Each part's files go to a
 # folder of its own under $OUT (the part scripts each write summary.log / a tar there).
 #   CALL=1  the 2-GPU gpu tests of the fast paths (symm's graph replays and two-stream order,
 #           the FSDP2 ring's stream order), then issue 18's fresh table, its check and OSU
