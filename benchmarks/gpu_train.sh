@@ -30,9 +30,9 @@
 #          comm objects against mcr's, on one rank)
 #   floor  the step with no communication at all: train_step on one GPU (FSDP2 and DeepSpeed
 #          skip their collectives in a world of one), both frameworks, SHAPES (default "small
-#          large"), plain and plain2, PAIRS rounds (default 4). Per rank the compute is the
-#          same as in the N-GPU run, so no communication library can make the N-GPU step
-#          faster than this; on an N-GPU machine it runs on GPU 0 of the same host
+#          large"), plain and plain2, PAIRS rounds (default 4); on an N-GPU machine it runs
+#          on GPU 0 of the same host. Not a bound on the N-GPU step: the one rank steps the
+#          whole optimizer state (1.2-1.4x a 2-GPU rank's compute on 2x H100, NOTES.md)
 # $OUT keeps summary.log (what each step printed last) and results.tar (every file, refreshed
 # after each step, so a run cut short still brings back what it made).
 set -uo pipefail
