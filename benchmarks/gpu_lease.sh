@@ -5,8 +5,7 @@
 #   CALL=1  the 2-GPU gpu tests of the fast paths (symm's graph replays and two-stream order,
 #           the FSDP2 ring's stream order), then issue 18's fresh table, its check and OSU
 #           tuned vs NCCL (gpu_tune.sh tune check osu)
-#   CALL=2  NCCL's small reduce-scatters with and without mpirun's core binding; issue 13's
-#           lanes on the host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier);
+#   CALL=2  issue 13's lanes on the host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier);
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
 #   CALL=3  NCCL's two latency modes: LAUNCHES (default 10) launches of probes/probe_nccl_modes.py
@@ -33,24 +32,15 @@ elif [ "${CALL}" = 3 ]; then
    done)
   tar -cf "$O/modes.tar" -C /tmp/modes .
 else
-  # NCCL's small-call latency swung 31 <-> 52 us between the tuner's run and OSU's on one
-  # lease. mpirun binds each rank to one core, where NCCL's proxy thread shares it with
-  # Python: the same OSU with --bind-to none, alternated.
-  mkdir -p "$O/bind"
-  (. benchmarks/gpu_env.sh
-   for b in core none core none; do
-     mpirun --allow-run-as-root --oversubscribe --bind-to $b -np "$N" $X python3 -m \
-       benchmarks.osu_reducescatter -d cuda -t bfloat16 -m 4KiB:4MiB -f 4 -i 24 -x 2 --batch 5 \
-       --max-seconds 0.3 --rounds 3 --backend nccl,sdma 2>&1 | grep -a "^ " | sed "s/^/$b /"
-   done > "$O/bind/bind.log"; echo "bind at $((SECONDS - T0)) s")
+  mkdir -p "$O/tests"
   OUT=$O/lanes MPI_NET=tcp PARTS="osu tune bare hier" DEVS="cpu cuda" TUNE_DEVS=cuda \
     bash benchmarks/gpu_lanes.sh | tail -50
   OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-5} \
     bash benchmarks/gpu_train.sh > /dev/null
-  cat "$O/train/summary.log" | grep -av "^bypassed"
+  grep -av "^bypassed" "$O/train/summary.log"
   OUT=$O/floor PART=floor PAIRS=2 bash benchmarks/gpu_train.sh > /dev/null
-  cat "$O/floor/summary.log" | grep -av "^bypassed"
+  grep -av "^bypassed" "$O/floor/summary.log"
   (. benchmarks/gpu_env.sh; timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
-     tests/test_fast.py -k fast_paths > "$O/bind/fast_paths.log" 2>&1; echo "fast paths rc=$?")
+     tests/test_fast.py -k fast_paths > "$O/tests/fast_paths.log" 2>&1; echo "fast paths rc=$?")
 fi
 echo "lease call ${CALL:-1} done at $((SECONDS - T0)) s"
