@@ -9,7 +9,8 @@
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
 #   CALL=3  NCCL's two latency modes: LAUNCHES (default 10) launches of probes/probe_nccl_modes.py
-#           with NCCL_DEBUG=INFO (COMMS new communicators each too), every launch's log in modes.tar
+#           with NCCL_DEBUG=INFO (COMMS new communicators each too, then ROUNDS
+#           round-robin rounds over them), every launch's log in modes.tar
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
@@ -27,7 +28,7 @@ elif [ "${CALL}" = 3 ]; then
   (. benchmarks/gpu_env.sh
    for i in $(seq "${LAUNCHES:-10}"); do
      NCCL_DEBUG=INFO mpirun --allow-run-as-root --oversubscribe -np "$N" $X -x NCCL_DEBUG \
-       python3 -m probes.probe_nccl_modes --comms "${COMMS:-0}" > "/tmp/modes/launch_$i.log" 2>&1
+       python3 -m probes.probe_nccl_modes --comms "${COMMS:-0}" --rounds "${ROUNDS:-0}" > "/tmp/modes/launch_$i.log" 2>&1
      grep -a "^MODE" "/tmp/modes/launch_$i.log" | sed "s/^/launch $i /"
    done)
   tar -cf "$O/modes.tar" -C /tmp/modes .

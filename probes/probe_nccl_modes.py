@@ -48,6 +48,9 @@ def main() -> None:
     communicator."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--comms", type=int, default=0, help="new communicators to time as well")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="then time every communicator's all-reduce again, round-robin, this "
+                         "many rounds: a communicator's mode stays with it, a time's does not")
     args = ap.parse_args()
     rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     world = int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
@@ -80,6 +83,12 @@ def main() -> None:
     if args.comms:
         print(f"MODE rank {rank} new communicators (all-reduce/reduce-scatter us): "
               + " ".join(f"{a:.0f}/{r:.0f}" for a, r in times[1:]), flush=True)
+    if args.rounds:
+        rows = [[timed(lambda: td.all_reduce(x, group=g), 100) for g in groups]
+                for _ in range(args.rounds)]
+        for i in range(len(groups)):
+            print(f"MODE rank {rank} communicator {i} all-reduce by round (us): "
+                  + " ".join(f"{r[i]:.0f}" for r in rows), flush=True)
     td.destroy_process_group()
 
 
