@@ -4,7 +4,7 @@
 # folder of its own under $OUT (the part scripts each write summary.log / a tar there).
 #   CALL=1  the 2-GPU gpu tests of the fast paths (symm's graph replays and two-stream order,
 #           the FSDP2 ring's stream order), then issue 18's fresh table, its check and OSU
-#           tuned vs NCCL (gpu_tune.sh tune check osu)
+#           tuned vs NCCL (gpu_tune.sh tune check osu); TESTS=0 leaves the tests out
 #   CALL=2  issue 13's lanes on the host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier);
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
@@ -16,7 +16,7 @@ O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
 if [ "${CALL:-1}" = 1 ]; then
   mkdir -p "$O/tests"
-  (. benchmarks/gpu_env.sh
+  [ "${TESTS:-1}" = 0 ] || (. benchmarks/gpu_env.sh
    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fast.py \
      tests/test_fsdp_comm.py > "$O/tests/gpu_tests.log" 2>&1
    echo "gpu tests rc=$? at $((SECONDS - T0)) s"; tail -4 "$O/tests/gpu_tests.log")

@@ -84,10 +84,18 @@ def main() -> None:
         print(f"MODE rank {rank} new communicators (all-reduce/reduce-scatter us): "
               + " ".join(f"{a:.0f}/{r:.0f}" for a, r in times[1:]), flush=True)
     if args.rounds:
+        # Beside them, what is not NCCL: a one-element kernel (launch and wait) and a 64 KiB
+        # copy to the other GPU over NVLink by its copy engine. If these swing with NCCL, the
+        # slow mode is the host's or the link's, and every backend meets it alike.
+        peer = torch.empty_like(x, device=(torch.cuda.current_device() + 1)
+                            % torch.cuda.device_count())
+        one = torch.zeros(1, device="cuda")
+        others = {"kernel": lambda: one.add_(1), "peer copy": lambda: peer.copy_(x)}
         rows = [[timed(lambda: td.all_reduce(x, group=g), 100) for g in groups]
-                for _ in range(args.rounds)]
-        for i in range(len(groups)):
-            print(f"MODE rank {rank} communicator {i} all-reduce by round (us): "
+                + [timed(fn, 100) for fn in others.values()] for _ in range(args.rounds)]
+        names = [f"communicator {i} all-reduce" for i in range(len(groups))] + list(others)
+        for i, name in enumerate(names):
+            print(f"MODE rank {rank} {name} by round (us): "
                   + " ".join(f"{r[i]:.0f}" for r in rows), flush=True)
     td.destroy_process_group()
 

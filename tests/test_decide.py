@@ -11,8 +11,19 @@ import math
 from types import SimpleNamespace
 
 from mcr.tuner.check import confirmed
-from mcr.tuner.decide import TAIL, TIE, gaps, pick, ranges, regret, suspects, winners
-from mcr.tuner.search import Pass, tune_pass
+from mcr.tuner.decide import (
+    CONFIRM,
+    TAIL,
+    TIE,
+    gaps,
+    pick,
+    ranges,
+    regret,
+    suspects,
+    to_confirm,
+    winners,
+)
+from mcr.tuner.search import Pass, confirm_pass, tune_pass
 
 
 def _row(op, size, be, rounds):
@@ -54,6 +65,42 @@ def test_at_a_tie_the_steadier_challenger_wins():
     three["mpi"] = dict(_row("x", 8, "mpi", [31.0] * 3), p90_us=31.5)
     assert pick(three, "nccl") == "mpi"                                   # the lowest tail
     assert winners(list(three.values()), "nccl") == {"x": [(8, "mpi")]}
+
+
+def test_a_default_is_judged_by_its_fastest_round():
+    """NCCL's two modes (2x H200, 2026-11-26): 64 KiB all-reduces at ~50 us for a while, then
+    ~32 us, for every communicator at once. sdma at ~36 us wins every round of a slow spell;
+    against the default's fast round it does not, in this pass or any earlier one."""
+    slow = {"nccl": _row("x", 8, "nccl", [50, 49, 50]), "sdma": _row("x", 8, "sdma", [36, 35, 37])}
+    assert pick(slow, "nccl") == "sdma"                       # one slow pass alone: sdma
+    swing = {"nccl": _row("x", 8, "nccl", [50, 49, 32]), "sdma": _row("x", 8, "sdma", [36, 35, 31])}
+    assert pick(swing, "nccl") == "nccl"      # won every round, but met the fast mode once
+    earlier = [_row("x", 8, "nccl", [32, 33, 31]), _row("x", 8, "sdma", [36, 35, 37])]
+    assert winners(earlier + list(slow.values()), "nccl") == {"x": [(8, "nccl")]}
+    symm = [_row("x", 8, "nccl", [32, 50, 31]), _row("x", 8, "symm", [12, 12, 13])]
+    assert winners(symm, "nccl") == {"x": [(8, "symm")]}      # a win beyond the swing stands
+
+
+def test_narrow_wins_are_measured_again_after_the_pass():
+    """A win by less than CONFIRM is timed once more, default beside challenger; its second
+    measurement decides, and a confirmed point is not asked for again."""
+    rows = _rows("all_reduce", {8: {"nccl": 50.0, "sdma": 36.0},           # narrow: again
+                                64: {"nccl": 50.0, "symm": 50.0 / (CONFIRM + 0.5)},  # wide
+                                512: {"nccl": 40.0, "sdma": 60.0}})         # default's
+    assert to_confirm(rows, "nccl") == {"all_reduce": [(8, "sdma")]}
+    asked = []
+
+    class Again:
+        def point(self, p, size, kind, backends=None, rounds=None):
+            asked.append((size, kind, tuple(backends)))
+            return [dict(_row(p.op, size, be, [t] * 3), **{"pass": kind})
+                    for be, t in (("nccl", 32.0), ("sdma", 36.0)) if be in backends]
+    more = confirm_pass(Again(), Pass("all_reduce"), rows, "nccl", lambda n: None)
+    assert asked == [(8, "confirm", ("nccl", "sdma"))]
+    assert winners(rows + more, "nccl")["all_reduce"] == [(8, "nccl"), (64, "symm"),
+                                                          (512, "nccl")]
+    held = [dict(r, **{"pass": "confirm"}) for r in _rows("x", {8: {"nccl": 50.0, "sdma": 36.0}})]
+    assert to_confirm(held, "nccl") == {}                      # confirmed: it stands
 
 
 def test_missing_default_measurement_takes_the_fastest():

@@ -183,7 +183,7 @@ def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str
 def tune(args: argparse.Namespace, command: str) -> None:
     """Measure every group size and pass, write table, CSV and plots (rank 0)."""
     from .progress import TuneRun
-    from .search import Pass, read_rows, tune_pass
+    from .search import Pass, confirm_pass, read_rows, tune_pass
     dist.init_distributed(verbose=False)
     ctx = make_ctx(args)
     device, n = ctx.device, dist.get_world_size()
@@ -214,9 +214,10 @@ def tune(args: argparse.Namespace, command: str) -> None:
         if dist.get_rank() in ranks:
             gctx = make_ctx(args, grp, tuple(ranks))
             m = run.measurer(gctx)
-            for p in passes:
-                rows += tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
-                                  args.bisect_steps, run.grow)
+            got = [tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
+                             args.bisect_steps, run.grow) for p in passes]
+            for p, prows in zip(passes, got):
+                rows += prows + confirm_pass(m, p, prows, default, run.grow)
         dist.barrier(backend="gloo")
         if k != groups[-1]:
             in_force(rows, passes, groups[:groups.index(k) + 1], default, cls, n, device)

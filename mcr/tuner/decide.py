@@ -4,6 +4,12 @@ A row is one backend at one size (mcr.measure.engine.make_row): median_us and th
 its interleaved rounds. Rules, in order:
 - a challenger replaces the default only if faster by more than TIE in every round, each round
   timing them side by side: a switch must pay for itself, and beat the noise between rounds;
+- and only if its median beats the default's fastest round at that size, in any pass, by TIE:
+  a default that swings between modes (NCCL's small calls on 2x H100 and H200: ~31 or ~50 us,
+  for every communicator of a process at once, for milliseconds to minutes) is judged by its
+  fast mode, so a table tuned while it was slow does not lose to it when it is fast;
+- a challenger's win by less than CONFIRM is measured again after every pass of its group
+  (confirm), seconds to minutes later: another chance to meet the default's fast mode;
 - at such a tie, a challenger whose median is no higher and whose slow tail (p90) is lower by
   more than TAIL replaces the default: its mean is lower, and a default whose latency swings
   between modes (NCCL's small calls on a shared host: 31 or 50 us) costs more in the job than
@@ -23,13 +29,18 @@ from typing import Any
 
 TIE = 0.03  # within 3% of the fastest, keep the default backend: a switch must pay for itself
 TAIL = 0.10  # at a tie, a challenger's p90 this much lower (median no higher) still wins
+CONFIRM = 2.0  # a win by less than this ratio is timed again at the end (NCCL's modes: ~1.7x)
 
 
 def _by_size(rows: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
-    """op -> size -> backend -> row; a later row for the same point replaces an earlier one."""
+    """op -> size -> backend -> row; a later row for the same point replaces an earlier one
+    (a re-check's or confirm's rounds stand for the point), and carries `fastest_round_us`,
+    the fastest round of every row of that point."""
     by: dict[str, dict[int, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        by[r["op"]][int(r["bytes"])][r["backend"]] = r
+        point = by[r["op"]][int(r["bytes"])]
+        before = point.get(r["backend"], {}).get("fastest_round_us", math.inf)
+        point[r["backend"]] = dict(r, fastest_round_us=min(before, *_rounds(r)))
     return by
 
 
@@ -41,15 +52,31 @@ def _rounds(row: dict[str, Any]) -> list[float]:
 def pick(point: dict[str, dict[str, Any]], default: str) -> str:
     """The backend for one size: the fastest, if it beat the default by more than TIE in every
     interleaved round (each round times them side by side, so drift between rounds cannot make
-    a winner); else the default."""
+    a winner) and beat the default's fastest round by TIE too; else the default."""
     t = {be: float(r["median_us"]) for be, r in point.items()}
     best = min(t, key=lambda be: (t[be], be))
     if default not in t or best == default:
         return best
-    paired = zip(_rounds(point[default]), _rounds(point[best]))
-    if all(d > c * (1 + TIE) for d, c in paired):
+    d = point[default]
+    paired = zip(_rounds(d), _rounds(point[best]))
+    fastest = float(d.get("fastest_round_us", min(_rounds(d))))
+    if all(a > c * (1 + TIE) for a, c in paired) and fastest > t[best] * (1 + TIE):
         return best
     return steadier(point, default)
+
+
+def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
+    """op -> [(bytes, challenger)] where a challenger won by less than CONFIRM over the
+    default's fastest round and has not been confirmed yet: measured again at the end."""
+    out: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for op, sizes in _by_size(rows).items():
+        for size, pt in sorted(sizes.items()):
+            be = pick(pt, default)
+            if be == default or default not in pt or pt[be].get("pass") == "confirm":
+                continue
+            if float(pt[default]["fastest_round_us"]) < float(pt[be]["median_us"]) * CONFIRM:
+                out[op].append((size, be))
+    return dict(out)
 
 
 def steadier(point: dict[str, dict[str, Any]], default: str) -> str:

@@ -23,7 +23,7 @@ from mcr.measure.engine import Ctx, Timing, make_row, measure_size, under_load
 from mcr.ops import CallKey, dtype_name, make_key
 from mcr.runtime import get as get_runtime
 
-from .decide import gaps, suspects, winners
+from .decide import gaps, suspects, to_confirm, winners
 
 ROW_KEY = ("group", "op", "symm", "profile", "calls", "dtype", "bytes", "pass")
 _NUMERIC = {"ranks", "bytes", "iters", "batch", "graph", "rounds"}
@@ -148,3 +148,15 @@ def tune_pass(m: Measurer, p: Pass, grid: list[int], default: str, unit: int,
             rows += m.point(p, size, "bisect", sorted({a, b, default} & set(m.backends)))
         recheck()
     return rows
+
+
+def confirm_pass(m: Measurer, p: Pass, rows: list[dict[str, Any]], default: str,
+                 grow: Callable[[int], None]) -> list[dict[str, Any]]:
+    """Rows of pass p's narrow wins measured again, the default beside the challenger: run
+    after every pass of the group, so a default met in a slow mode gets another chance."""
+    todo = to_confirm(rows, default).get(p.op, [])
+    grow(len(todo))
+    out: list[dict[str, Any]] = []
+    for size, be in todo:
+        out += m.point(p, size, "confirm", [default, be])
+    return out
