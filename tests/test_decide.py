@@ -82,8 +82,9 @@ def test_a_default_is_judged_by_its_fastest_round():
 
 
 def test_narrow_wins_are_measured_again_after_the_pass():
-    """A win by less than CONFIRM is timed once more, default beside challenger; its second
-    measurement decides, and a confirmed point is not asked for again."""
+    """A win by less than CONFIRM is timed once more, default beside challenger, with sync calls
+    where the run's were async; its second measurement decides, and a confirmed point is not
+    asked for again."""
     rows = _rows("all_reduce", {8: {"nccl": 50.0, "sdma": 36.0},           # narrow: again
                                 64: {"nccl": 50.0, "symm": 50.0 / (CONFIRM + 0.5)},  # wide
                                 512: {"nccl": 40.0, "sdma": 60.0}})         # default's
@@ -91,12 +92,14 @@ def test_narrow_wins_are_measured_again_after_the_pass():
     asked = []
 
     class Again:
-        def point(self, p, size, kind, backends=None, rounds=None):
-            asked.append((size, kind, tuple(backends)))
+        ctx = SimpleNamespace(calls="async")
+
+        def point(self, p, size, kind, backends=None, rounds=None, calls=None):
+            asked.append((size, kind, tuple(backends), calls))
             return [dict(_row(p.op, size, be, [t] * 3), **{"pass": kind})
                     for be, t in (("nccl", 32.0), ("sdma", 36.0)) if be in backends]
     more = confirm_pass(Again(), Pass("all_reduce"), rows, "nccl", lambda n: None)
-    assert asked == [(8, "confirm", ("nccl", "sdma"))]
+    assert asked == [(8, "confirm", ("nccl", "sdma"), "sync")]      # the other way of calling
     assert winners(rows + more, "nccl")["all_reduce"] == [(8, "nccl"), (64, "symm"),
                                                           (512, "nccl")]
     held = [dict(r, **{"pass": "confirm"}) for r in _rows("x", {8: {"nccl": 50.0, "sdma": 36.0}})]
@@ -158,6 +161,8 @@ def test_check_measures_a_losing_point_again_before_it_counts():
     out, _ = confirmed(rows, chosen, lambda op, size: again(op, size, 50.0))
     assert dict(out["all_reduce"])[64] == 1.0                       # real: it stays
     assert dict(out["all_reduce"])[8] == 100.0 / 98.0 - 1 and len(asked) == 2
+    out, _ = confirmed(rows, chosen, lambda op, size: again(op, size, 25.0))
+    assert dict(out["all_reduce"])[64] == 1.0           # worse the second time: the lower counts
 
 
 class _Model:

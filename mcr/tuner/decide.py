@@ -9,7 +9,10 @@ its interleaved rounds. Rules, in order:
   for every communicator of a process at once, for milliseconds to minutes) is judged by its
   fast mode, so a table tuned while it was slow does not lose to it when it is fast;
 - a challenger's win by less than CONFIRM is measured again after every pass of its group
-  (confirm), seconds to minutes later: another chance to meet the default's fast mode;
+  (confirm), seconds to minutes later, with the other way of calling (sync where the run
+  calls async): another chance to meet the default's fast mode, and a switch that holds
+  whether the workload waits on each call or not (on 2x H200, sdma's small reduce-scatters
+  won async by ~10% and lost sync by 7-17%);
 - at such a tie, a challenger whose median is no higher and whose slow tail (p90) is lower by
   more than TAIL replaces the default: its mean is lower, and a default whose latency swings
   between modes (NCCL's small calls on a shared host: 31 or 50 us) costs more in the job than

@@ -112,10 +112,10 @@ class TuneRun:
             user_tables_dir(from_env()).resolve(), TABLES_DIR.resolve()) else \
             f"use it with MCR_TUNING_TABLE={yaml_path}"
         extra = {k: len({(r["op"], r["ranks"], r["bytes"]) for r in rows if r["pass"] == k})
-                 for k in ("recheck", "bisect")}
+                 for k in ("recheck", "bisect", "confirm")}
         print(f"mcr-tune: {self.replayed} size(s) replayed from an interrupted run, "
               f"{self.bar.n - self.replayed if self.bar else 0} measured, of which "
-              f"{extra['recheck']} re-checked single-size flips and {extra['bisect']} "
-              f"searched boundaries\n"
+              f"{extra['recheck']} re-checked single-size flips, {extra['bisect']} "
+              f"searched boundaries and {extra['confirm']} narrow wins confirmed\n"
               f"mcr-tune: wrote {yaml_path}, {self.stem.name}.csv, {', '.join(pngs)}\n"
               f"mcr-tune: read it with `mcr-tune show {yaml_path}`; {use}", flush=True)

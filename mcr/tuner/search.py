@@ -94,9 +94,10 @@ class Measurer:
         self.replayed = 0
 
     def point(self, p: Pass, size: int, kind: str, backends: list[str] | None = None,
-              rounds: int | None = None) -> list[dict[str, Any]]:
-        """Rows of every backend (or those named) at one size of pass p."""
-        ctx = dataclasses.replace(self.ctx, symm=p.symm)
+              rounds: int | None = None, calls: str | None = None) -> list[dict[str, Any]]:
+        """Rows of every backend (or those named) at one size of pass p (calls: sync or async,
+        default the run's)."""
+        ctx = dataclasses.replace(self.ctx, symm=p.symm, calls=calls or self.ctx.calls)
         probe = {"group": ctx.label, "op": p.op, "symm": p.symm or "", "profile": p.profile,
                  "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size, "pass": kind}
         cached = self.done.get(key_of(probe))
@@ -152,11 +153,14 @@ def tune_pass(m: Measurer, p: Pass, grid: list[int], default: str, unit: int,
 
 def confirm_pass(m: Measurer, p: Pass, rows: list[dict[str, Any]], default: str,
                  grow: Callable[[int], None]) -> list[dict[str, Any]]:
-    """Rows of pass p's narrow wins measured again, the default beside the challenger: run
-    after every pass of the group, so a default met in a slow mode gets another chance."""
+    """Rows of pass p's narrow wins measured again, the default beside the challenger, with
+    the other way of calling (sync if the run's calls are async): a switch must hold whether
+    the workload waits on each call or not. Run after every pass of the group, so a default
+    met in a slow mode gets another chance too."""
     todo = to_confirm(rows, default).get(p.op, [])
     grow(len(todo))
+    other = "sync" if m.ctx.calls == "async" else "async"
     out: list[dict[str, Any]] = []
     for size, be in todo:
-        out += m.point(p, size, "confirm", [default, be])
+        out += m.point(p, size, "confirm", [default, be], calls=other)
     return out
