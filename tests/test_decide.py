@@ -19,6 +19,7 @@ from mcr.tuner.decide import (
     pick,
     ranges,
     regret,
+    settled,
     suspects,
     to_confirm,
     winners,
@@ -81,6 +82,20 @@ def test_a_default_is_judged_by_its_fastest_round():
     assert winners(symm, "nccl") == {"x": [(8, "symm")]}      # a win beyond the swing stands
 
 
+def test_a_default_is_no_slower_than_at_a_larger_size():
+    """NCCL's broadcast on 2x H200 (2026-11-26): 63 us at 4 MiB in a slow spell, then 40 us at
+    6 MiB; sdma's 39 us at 4 MiB is judged against 40, not 63 (OSU then timed NCCL at 33.5).
+    Only the default is bounded so: a challenger's slow size stays slow."""
+    rows = _rows("broadcast", {4 << 20: {"nccl": 63.0, "sdma": 39.0},
+                               6 << 20: {"nccl": 40.0, "sdma": 42.0},
+                               8 << 20: {"nccl": 46.0, "sdma": 50.0}})
+    assert winners(rows, "nccl")["broadcast"] == [(4 << 20, "nccl"), (6 << 20, "nccl"),
+                                                  (8 << 20, "nccl")]
+    rows = _rows("broadcast", {4 << 20: {"nccl": 63.0, "sdma": 30.0},     # beyond the bound
+                               6 << 20: {"nccl": 40.0, "sdma": 60.0}})
+    assert winners(rows, "nccl")["broadcast"] == [(4 << 20, "sdma"), (6 << 20, "nccl")]
+
+
 def test_narrow_wins_are_measured_again_after_the_pass():
     """A win by less than CONFIRM is timed once more, default beside challenger, with sync calls
     where the run's were async; its second measurement decides, and a confirmed point is not
@@ -121,6 +136,17 @@ def test_ranges_merge_equal_neighbours_and_span_zero_to_inf():
     for a, b in [(4, 5), (100, 101), (1 << 30, (1 << 30) + 4)]:    # nothing between: b's own
         got = ranges([(a, "x"), (b, "y")])
         assert got[1][0] in range(a + 1, b + 1)
+
+
+def test_a_lone_win_between_two_of_the_defaults_is_settled_to_the_default():
+    rows = _rows("reduce_scatter", {
+        4: {"nccl": 30.0, "sdma": 31.0}, 16: {"nccl": 31.0, "sdma": 29.0},
+        64: {"nccl": 30.0, "sdma": 31.0}, 256: {"nccl": 40.0, "sdma": 20.0},
+        1024: {"nccl": 40.0, "sdma": 20.0}})
+    assert [be for _, be in winners(rows, "nccl")["reduce_scatter"]] == \
+        ["nccl", "sdma", "nccl", "sdma", "sdma"]
+    assert [be for _, be in settled(rows, "nccl")["reduce_scatter"]] == \
+        ["nccl", "nccl", "nccl", "sdma", "sdma"]             # two in a row, or at an end: kept
 
 
 def test_suspects_are_single_size_flips_only():

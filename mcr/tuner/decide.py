@@ -8,6 +8,9 @@ its interleaved rounds. Rules, in order:
   a default that swings between modes (NCCL's small calls on 2x H100 and H200: ~31 or ~50 us,
   for every communicator of a process at once, for milliseconds to minutes) is judged by its
   fast mode, so a table tuned while it was slow does not lose to it when it is fast;
+- the default's fastest time at a size is no more than at any larger size (it moves fewer
+  bytes): on 2x H200 NCCL's 4 MiB broadcast took 57-63 us in a slow spell, then 40 us at
+  6 MiB; a challenger must beat that envelope, not the slow spell;
 - a challenger's win by less than CONFIRM is measured again after every pass of its group
   (confirm), seconds to minutes later, with the other way of calling (sync where the run
   calls async): another chance to meet the default's fast mode, and a switch that holds
@@ -18,7 +21,8 @@ its interleaved rounds. Rules, in order:
   between modes (NCCL's small calls on a shared host: 31 or 50 us) costs more in the job than
   one steady round showed;
 - a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
-  before it is believed (suspects);
+  before it is believed (suspects); a challenger's lone win between two of the default's that
+  survives every re-measurement is still dropped from the table (settled);
 - where neighbouring sizes' winners differ, the size between them is measured next (gaps),
   until the two are at most `ratio` apart: boundaries are searched, not guessed; the rule's
   boundary then lies at their middle (ranges).
@@ -72,7 +76,7 @@ def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple
     """op -> [(bytes, challenger)] where a challenger won by less than CONFIRM over the
     default's fastest round and has not been confirmed yet: measured again at the end."""
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for op, sizes in _by_size(rows).items():
+    for op, sizes in _enveloped(rows, default).items():
         for size, pt in sorted(sizes.items()):
             be = pick(pt, default)
             if be == default or default not in pt or pt[be].get("pass") == "confirm":
@@ -84,9 +88,12 @@ def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple
 
 def steadier(point: dict[str, dict[str, Any]], default: str) -> str:
     """At a tie of medians: the challenger with the lowest p90, if its median is no higher than
-    the default's and its p90 lower by more than TAIL; else the default."""
+    the default's and its p90 lower by more than TAIL; else the default. Not where the default
+    was measured in a slow spell (median past its fastest round or a larger size's by TIE):
+    its tail there says nothing of its fast mode."""
     d = point[default]
-    if "p90_us" not in d:
+    fastest = float(d.get("fastest_round_us", math.inf))
+    if "p90_us" not in d or float(d["median_us"]) > fastest * (1 + TIE):
         return default
     calm = [(float(r["p90_us"]), be) for be, r in point.items()
             if be != default and float(r["median_us"]) <= float(d["median_us"])
@@ -94,10 +101,38 @@ def steadier(point: dict[str, dict[str, Any]], default: str) -> str:
     return min(calm)[1] if calm else default
 
 
+def _enveloped(rows: list[dict[str, Any]], default: str
+               ) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
+    """_by_size, with the default's fastest_round_us lowered to its fastest at any larger
+    size: a collective of fewer bytes is not slower, whatever mode the library was in."""
+    by = _by_size(rows)
+    for sizes in by.values():
+        low = math.inf
+        for size in sorted(sizes, reverse=True):
+            d = sizes[size].get(default)
+            if d is not None:
+                low = min(low, float(d["fastest_round_us"]))
+                sizes[size][default] = dict(d, fastest_round_us=low)
+    return by
+
+
 def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
     """op -> [(bytes, chosen backend)] sorted by bytes."""
     return {op: [(size, pick(pt, default)) for size, pt in sorted(sizes.items())]
-            for op, sizes in _by_size(rows).items()}
+            for op, sizes in _enveloped(rows, default).items()}
+
+
+def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
+    """winners, as a table writes them once every point is measured: a challenger's win at one
+    size between two of the default's is dropped. After re-checks and confirms such a lone win
+    is a near-tie that went one way (NCCL's small reduce-scatters against sdma's on 2x H200
+    flipped at every other grid size), and a switch must pay for itself."""
+    out = {}
+    for op, seq in winners(rows, default).items():
+        out[op] = [(size, default if 0 < i < len(seq) - 1 and be != default
+                    and seq[i - 1][1] == seq[i + 1][1] == default else be)
+                   for i, (size, be) in enumerate(seq)]
+    return out
 
 
 def suspects(seq: list[tuple[int, str]]) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from mcr.layout import parse_label
 
-from .decide import ranges, winners
+from .decide import ranges, settled
 from .search import Pass
 from .write import of_pass
 
@@ -73,7 +73,7 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     for be in sorted({b for _, b in last}):
         pts = sorted((s, t) for (s, b), t in last.items() if b == be)
         ax.loglog(*zip(*pts), marker="o", ms=3, color=COLORS.get(be), label=be)
-    seq = winners(rows, default).get(p.op, [])
+    seq = settled(rows, default).get(p.op, [])
     top = max(s for s, _ in seq)
     lo_x = min(s for s, _ in seq)
     for i, (lo, hi, be) in enumerate(ranges(seq)):

@@ -14,7 +14,7 @@ from mcr.runtime import library_versions
 from mcr.table_file import dump
 from mcr.units import format_bytes
 
-from .decide import TIE, ranges, winners
+from .decide import TIE, ranges, settled
 from .search import Pass
 
 
@@ -48,14 +48,14 @@ def entries(rows: list[dict[str, Any]], p: Pass, default: str) -> list[dict[str,
     """One pass's table entries: its winners as ranges, with the pass's selectors."""
     sel = {**({"buffer": "symmetric"} if p.symm else {}),
            **({"profile": p.profile} if p.profile != "standalone" else {})}
-    seq = winners(rows, default).get(p.op, [])
+    seq = settled(rows, default).get(p.op, [])
     return [{"min": yaml_size(lo), "max": yaml_size(hi), "backend": be, **sel}
             for lo, hi, be in ranges(seq)]
 
 
 def medians(rows: list[dict[str, Any]], p: Pass, default: str) -> list[str]:
     """Comment lines: each size's medians (us) per backend, the chosen one marked *."""
-    seq = winners(rows, default).get(p.op, [])
+    seq = settled(rows, default).get(p.op, [])
     med = {(int(r["bytes"]), r["backend"]): r["median_us"] for r in rows}
     bes = sorted({r["backend"] for r in rows})
     out = [f"{p.label()}, median us per backend (* chosen):"] if p != Pass(p.op) else []
