@@ -8,6 +8,8 @@
 #   CALL=2  issue 13's lanes on the host's cores over TCP (osu, tune on GPU tensors, bare MPI, hier);
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
+#   CALL=4  CALL=1's fresh table, check and OSU (no tests), then CALL=2's training steps with
+#           that table in force (carry .whl)
 #   CALL=3  NCCL's two latency modes: LAUNCHES (default 10) launches of probes/probe_nccl_modes.py
 #           with NCCL_DEBUG=INFO (COMMS new communicators each too, then ROUNDS
 #           round-robin rounds over them), every launch's log in modes.tar
@@ -22,6 +24,13 @@ if [ "${CALL:-1}" = 1 ]; then
    echo "gpu tests rc=$? at $((SECONDS - T0)) s"; tail -4 "$O/tests/gpu_tests.log")
   OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
   grep -a "rc=\|^  \|^#" "$O/tune/summary.log" | grep -v "^# device" | tail -60
+elif [ "${CALL}" = 4 ]; then
+  # A fresh table, its check and OSU, then the training steps with that table (carry .whl)
+  OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
+  grep -a "rc=\|^  [a-z]\|counted\|mcr-tune: 0" "$O/tune/summary.log"
+  MCR_TUNING_TABLE=$(ls /tmp/gpu_tune/*_np*.yaml | head -1) OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-5} \
+    bash benchmarks/gpu_train.sh > /dev/null
+  grep -av "^bypassed" "$O/train/summary.log"
 elif [ "${CALL}" = 3 ]; then
   # NCCL's two modes: LAUNCHES launches of plain NCCL calls, each with its NCCL_DEBUG lines
   mkdir -p /tmp/modes
