@@ -4,10 +4,12 @@ A row is one backend at one size (mcr.measure.engine.make_row): median_us and th
 its interleaved rounds. Rules, in order:
 - a challenger replaces the default only if faster by more than TIE in every round, each round
   timing them side by side: a switch must pay for itself, and beat the noise between rounds;
-- and only if its median beats the default's fastest round at that size, in any pass, by TIE:
-  a default that swings between modes (NCCL's small calls on 2x H100 and H200: ~31 or ~50 us,
-  for every communicator of a process at once, for milliseconds to minutes) is judged by its
-  fast mode, so a table tuned while it was slow does not lose to it when it is fast;
+- and only if its fastest round beats the default's fastest round by TIE, each over every
+  pass at that size: like against like, each at its best. A default that swings between modes
+  (NCCL's small calls on 2x H100 and H200: ~31 or ~50 us, for every communicator of a process
+  at once, for milliseconds to minutes) is judged by its fast mode, so a table tuned while it
+  was slow does not lose to it when it is fast; a slow spell that slows the challenger too
+  (sdma's small broadcasts: 22 us, then 38) does not hide a real win;
 - the default's fastest time at a size is no more than at any larger size (it moves fewer
   bytes): on 2x H200 NCCL's 4 MiB broadcast took 57-63 us in a slow spell, then 40 us at
   6 MiB; a challenger must beat that envelope, not the slow spell;
@@ -59,15 +61,16 @@ def _rounds(row: dict[str, Any]) -> list[float]:
 def pick(point: dict[str, dict[str, Any]], default: str) -> str:
     """The backend for one size: the fastest, if it beat the default by more than TIE in every
     interleaved round (each round times them side by side, so drift between rounds cannot make
-    a winner) and beat the default's fastest round by TIE too; else the default."""
+    a winner) and its fastest round beat the default's by TIE too; else the default."""
     t = {be: float(r["median_us"]) for be, r in point.items()}
     best = min(t, key=lambda be: (t[be], be))
     if default not in t or best == default:
         return best
-    d = point[default]
-    paired = zip(_rounds(d), _rounds(point[best]))
-    fastest = float(d.get("fastest_round_us", min(_rounds(d))))
-    if all(a > c * (1 + TIE) for a, c in paired) and fastest > t[best] * (1 + TIE):
+    d, c = point[default], point[best]
+    paired = zip(_rounds(d), _rounds(c))
+    fast_d = float(d.get("fastest_round_us", min(_rounds(d))))
+    fast_c = float(c.get("fastest_round_us", min(_rounds(c))))
+    if all(a > b * (1 + TIE) for a, b in paired) and fast_d > fast_c * (1 + TIE):
         return best
     return steadier(point, default)
 
