@@ -119,6 +119,14 @@ def _enveloped(rows: list[dict[str, Any]], default: str
     return by
 
 
+def fastest(rows: list[dict[str, Any]], default: str) -> dict[str, dict[tuple[int, str], float]]:
+    """op -> (bytes, backend) -> the fastest round the rules compare (the default's bounded by
+    its fastest at any larger size): for plots, beside each backend's median."""
+    return {op: {(size, be): float(r["fastest_round_us"]) for size, pt in sizes.items()
+                 for be, r in pt.items()}
+            for op, sizes in _enveloped(rows, default).items()}
+
+
 def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
     """op -> [(bytes, chosen backend)] sorted by bytes."""
     return {op: [(size, pick(pt, default)) for size, pt in sorted(sizes.items())]

@@ -1,4 +1,5 @@
-"""One PNG per op: median time per backend against size, the chosen backend shaded per range."""
+"""One PNG per op: median time per backend against size (dashed: the fastest round, which the
+rules compare), the chosen backend shaded per range."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from mcr.layout import parse_label
 
-from .decide import ranges, settled
+from .decide import fastest, ranges, settled
 from .search import Pass
 from .write import of_pass
 
@@ -70,9 +71,12 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     last: dict[tuple[int, str], float] = {}
     for r in rows:
         last[(int(r["bytes"]), r["backend"])] = float(r["median_us"])
+    best = fastest(rows, default).get(p.op, {})
     for be in sorted({b for _, b in last}):
         pts = sorted((s, t) for (s, b), t in last.items() if b == be)
         ax.loglog(*zip(*pts), marker="o", ms=3, color=COLORS.get(be), label=be)
+        low = sorted((s, t) for (s, b), t in best.items() if b == be)
+        ax.loglog(*zip(*low), ls="--", lw=0.8, color=COLORS.get(be))
     seq = settled(rows, default).get(p.op, [])
     top = max(s for s, _ in seq)
     lo_x = min(s for s, _ in seq)
@@ -85,6 +89,7 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
                 color=COLORS.get(be, "grey"))
     ax.axvspan(top, top * 4, facecolor="none", edgecolor="grey", hatch="//", lw=0,
                label="extrapolated")
+    ax.plot([], [], ls="--", lw=0.8, color="grey", label="fastest round (compared)")
     ax.set_xlim(lo_x / 1.5, top * 4)
     ax.set_xlabel("bytes (full buffer)")
     ax.set_ylabel("median us (slowest rank)")
