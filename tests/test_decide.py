@@ -173,6 +173,17 @@ def test_regret_is_chosen_over_fastest():
     assert got == {"all_reduce": [(8, 1.0), (64, 0.0)]}
 
 
+def test_regret_at_best_tells_a_slow_spell_from_a_wrong_choice():
+    """check's second view: each backend by its fastest round. NCCL chosen, in a slow spell for
+    two of three rounds: 39% by medians, nothing at best; a choice that is wrong at best too
+    (sdma 22 us against NCCL's 36) stays."""
+    rows = [_row("x", 8, "nccl", [50, 50, 31]), _row("x", 8, "sdma", [36, 36, 36]),
+            _row("x", 64, "nccl", [36, 36, 36]), _row("x", 64, "sdma", [22, 22, 22])]
+    chosen = {("x", 8): "nccl", ("x", 64): "nccl"}
+    assert regret(rows, chosen) == {"x": [(8, 50 / 36 - 1), (64, 36 / 22 - 1)]}
+    assert regret(rows, chosen, at_best=True) == {"x": [(8, 0.0), (64, 36 / 22 - 1)]}
+
+
 def test_check_measures_a_losing_point_again_before_it_counts():
     rows = _rows("all_reduce", {8: {"gloo": 100.0, "mpi": 98.0},       # within the margin
                                 64: {"gloo": 100.0, "mpi": 50.0},      # an outlier, or real

@@ -121,6 +121,8 @@ def test_check_reports_regret_per_op(tmp_path):
     assert {ln[0] for ln in lines} == {"all_reduce", "all_gather"}
     for ln in lines:
         assert int(ln[1]) >= 3 and float(ln[2].rstrip("%")) >= 0 and float(ln[3].rstrip("%")) >= 0
+        at_best = [float(x.rstrip("%")) for x in ln[-2:]]         # median, worst at best
+        assert 0 <= at_best[0] <= at_best[1]
 
 
 @pytest.mark.parametrize("args,says", [

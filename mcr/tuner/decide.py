@@ -193,16 +193,19 @@ def ranges(seq: list[tuple[int, str]]) -> list[tuple[int, float, str]]:
     return out
 
 
-def regret(rows: list[dict[str, Any]], chosen: dict[tuple[str, int], str]
-           ) -> dict[str, list[tuple[int, float]]]:
+def regret(rows: list[dict[str, Any]], chosen: dict[tuple[str, int], str],
+           at_best: bool = False) -> dict[str, list[tuple[int, float]]]:
     """op -> [(bytes, time of the chosen backend / time of the fastest - 1)] for each measured
-    size: what a table's choice costs against the best library at sizes it was not tuned on."""
+    size: what a table's choice costs against the best library at sizes it was not tuned on.
+    at_best: each backend's fastest round instead of its median, as the tuner compares them
+    (a library's slow spell during the check then costs nothing, a wrong choice still does)."""
+    stat = "fastest_round_us" if at_best else "median_us"
     out: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for op, sizes in _by_size(rows).items():
         for size, pt in sorted(sizes.items()):
             be = chosen.get((op, size))
             if be is None or be not in pt:
                 continue
-            best = min(float(r["median_us"]) for r in pt.values())
-            out[op].append((size, float(pt[be]["median_us"]) / best - 1))
+            best = min(float(r[stat]) for r in pt.values())
+            out[op].append((size, float(pt[be][stat]) / best - 1))
     return dict(out)
