@@ -119,11 +119,13 @@ def _enveloped(rows: list[dict[str, Any]], default: str
     return by
 
 
-def fastest(rows: list[dict[str, Any]], default: str) -> dict[str, dict[tuple[int, str], float]]:
-    """op -> (bytes, backend) -> the fastest round the rules compare (the default's bounded by
-    its fastest at any larger size): for plots, beside each backend's median."""
-    return {op: {(size, be): float(r["fastest_round_us"]) for size, pt in sizes.items()
-                 for be, r in pt.items()}
+def curves(rows: list[dict[str, Any]], default: str
+           ) -> dict[str, dict[tuple[int, str], tuple[float, float]]]:
+    """op -> (bytes, backend) -> (median, fastest round) as the rules see them: the latest
+    measurement's median, and the fastest round of any (the default's bounded by its fastest
+    at any larger size). For plots."""
+    return {op: {(size, be): (float(r["median_us"]), float(r["fastest_round_us"]))
+                 for size, pt in sizes.items() for be, r in pt.items()}
             for op, sizes in _enveloped(rows, default).items()}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcr.layout import parse_label
 
-from .decide import fastest, ranges, settled
+from .decide import curves, ranges, settled
 from .search import Pass
 from .write import of_pass
 
@@ -68,15 +68,13 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     if not rows:
         ax.set_axis_off()
         return
-    last: dict[tuple[int, str], float] = {}
-    for r in rows:
-        last[(int(r["bytes"]), r["backend"])] = float(r["median_us"])
-    best = fastest(rows, default).get(p.op, {})
-    for be in sorted({b for _, b in last}):
-        pts = sorted((s, t) for (s, b), t in last.items() if b == be)
-        ax.loglog(*zip(*pts), marker="o", ms=3, color=COLORS.get(be), label=be)
-        low = sorted((s, t) for (s, b), t in best.items() if b == be)
-        ax.loglog(*zip(*low), ls="--", lw=0.8, color=COLORS.get(be))
+    seen = curves(rows, default).get(p.op, {})
+    for be in sorted({b for _, b in seen}):
+        pts = sorted((s, t) for (s, b), t in seen.items() if b == be)
+        ax.loglog([s for s, _ in pts], [med for _, (med, _) in pts], marker="o", ms=3,
+                  color=COLORS.get(be), label=be)
+        ax.loglog([s for s, _ in pts], [low for _, (_, low) in pts], ls="--", lw=0.8,
+                  color=COLORS.get(be))
     seq = settled(rows, default).get(p.op, [])
     top = max(s for s, _ in seq)
     lo_x = min(s for s, _ in seq)
