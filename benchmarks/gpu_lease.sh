@@ -16,6 +16,13 @@
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
+# issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) into $O/train;
+# MCR_TUNING_TABLE, where set, is the table they run with
+steps() {
+  OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-5} \
+    bash benchmarks/gpu_train.sh > /dev/null
+  grep -av "^bypassed" "$O/train/summary.log"
+}
 if [ "${CALL:-1}" = 1 ]; then
   mkdir -p "$O/tests"
   [ "${TESTS:-1}" = 0 ] || (. benchmarks/gpu_env.sh
@@ -28,9 +35,8 @@ elif [ "${CALL}" = 4 ]; then
   # A fresh table, its check and OSU, then the training steps with that table (carry .whl)
   OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
   grep -a "rc=\|^  [a-z]\|counted\|mcr-tune: 0" "$O/tune/summary.log"
-  MCR_TUNING_TABLE=$(ls /tmp/gpu_tune/*_np*.yaml | head -1) OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-5} \
-    bash benchmarks/gpu_train.sh > /dev/null
-  grep -av "^bypassed" "$O/train/summary.log"
+  # gpu_tune.sh writes its table under /tmp/gpu_tune
+  MCR_TUNING_TABLE=$(ls /tmp/gpu_tune/*_np*.yaml | head -1) steps
 elif [ "${CALL}" = 3 ]; then
   # NCCL's two modes: LAUNCHES launches of plain NCCL calls, each with its NCCL_DEBUG lines
   mkdir -p /tmp/modes
@@ -45,9 +51,7 @@ else
   mkdir -p "$O/tests"
   OUT=$O/lanes MPI_NET=tcp PARTS="osu tune bare hier" DEVS="cpu cuda" TUNE_DEVS=cuda \
     bash benchmarks/gpu_lanes.sh | tail -50
-  OUT=$O/train PART=steps CONFIGS=plain,mcr,mcr-nccl PAIRS=${PAIRS:-5} \
-    bash benchmarks/gpu_train.sh > /dev/null
-  grep -av "^bypassed" "$O/train/summary.log"
+  steps
   OUT=$O/floor PART=floor PAIRS=2 bash benchmarks/gpu_train.sh > /dev/null
   grep -av "^bypassed" "$O/floor/summary.log"
   (. benchmarks/gpu_env.sh; timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider \
