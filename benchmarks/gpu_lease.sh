@@ -39,7 +39,8 @@ elif [ "${CALL}" = 4 ]; then
   MCR_TUNING_TABLE=$(ls /tmp/gpu_tune/*_np*.yaml | head -1) steps
 elif [ "${CALL}" = 3 ]; then
   # NCCL's two modes: LAUNCHES launches of plain NCCL calls, each with its NCCL_DEBUG lines
-  mkdir -p /tmp/modes
+  # a warm machine keeps /tmp: an earlier call's launch logs must not join this call's tar
+  rm -rf /tmp/modes; mkdir -p /tmp/modes
   (. benchmarks/gpu_env.sh
    for i in $(seq "${LAUNCHES:-10}"); do
      NCCL_DEBUG=INFO mpirun --allow-run-as-root --oversubscribe -np "$N" $X -x NCCL_DEBUG \
