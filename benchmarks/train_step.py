@@ -5,11 +5,12 @@ configuration trains its own copy of the model, built from the same seed, on the
 in one process per rank: blocks of `--steps` steps run in turn, configuration after
 configuration, `--pairs` times, in orders that put each configuration right after each
 other one about equally often (mcr.measure.turns), so drift on a shared machine and the cost of
-switching copies hit all of them alike. Per block: tokens/s, step time, peak memory; per
-step: the loss of every configuration (equal step by step is the correctness check on CPU; on
-GPUs compare with plain2's difference). Then `--profile-steps`
+switching copies hit all of them alike. Per block: tokens/s, step time, host time inside the
+step, peak memory; per step: the loss of every configuration (equal step by step is the
+correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps`
 steps of each configuration under torch.profiler give a breakdown of the step: GPU compute,
-communication, communication not hidden under compute, and GPU idle (host-bound) time.
+communication, communication not hidden under compute, GPU idle (host-bound) time, and where the
+host's time went (the frameworks' collective ranges, CUDA runtime calls, the costliest ops).
 
 Configurations (`--configs`):
   plain      the framework's own collectives (NCCL on GPUs, Gloo on CPU)
@@ -238,7 +239,12 @@ def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    losses = [t.step(*batch(first_step + i, rank, shape, device)) for i in range(steps)]
+    losses, host = [], 0.0
+    for i in range(steps):
+        x, y = batch(first_step + i, rank, shape, device)
+        h0 = time.perf_counter()
+        losses.append(t.step(x, y))
+        host += time.perf_counter() - h0
     sync(device)
     dt = time.perf_counter() - t0
     t.leave()
@@ -247,7 +253,8 @@ def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
         peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0
         t.blocks.append({"first_step": first_step, "steps": steps, "seconds": dt,
                          "ms_per_step": 1e3 * dt / steps,
-                         "tokens_per_s": tokens_per_step * steps / dt, "peak_gib": peak})
+                         "tokens_per_s": tokens_per_step * steps / dt, "peak_gib": peak,
+                         "host_ms_per_step": 1e3 * host / steps})
 
 
 # Kernels and copies that belong to communication: NCCL's, torch symmetric memory's (barriers,
@@ -287,7 +294,29 @@ def breakdown(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
     return {"wall_ms": wall_us * ms, "compute_ms": u_comp * ms,
             "comm_ms": _length(_union(comm)) * ms, "comm_exposed_ms": (busy - u_comp) * ms,
             "gpu_idle_ms": max(0.0, wall_us - busy) * ms,
-            "top_ms": {k: round(v * ms, 3) for k, v in top}}
+            "top_ms": {k: round(v * ms, 3) for k, v in top}, **host_side(prof, ms)}
+
+
+# Host-side ranges worth seeing whole: the frameworks' own collective ranges (FSDP::*,
+# torch's c10d/nccl ops) and CUDA runtime calls, synchronizing ones above all.
+_HOST_PREFIXES = ("FSDP::", "c10d::", "nccl:", "cuda", "cu")
+
+
+def host_side(prof: Any, ms: float) -> dict[str, Any]:
+    """Where a host-bound step's host time goes, ms per step: the ranges above by inclusive
+    time, and the twelve operators that took most host time of their own."""
+    incl: dict[str, float] = {}
+    own: dict[str, float] = {}
+    for r in prof.key_averages():
+        # FSDP2 names a range per module ("FSDP::all_gather (model.layers.3)"): one row for all.
+        name = r.key.split(" (")[0].split(" for ")[0][:60]
+        own[name] = own.get(name, 0.0) + r.self_cpu_time_total
+        if name.startswith(_HOST_PREFIXES):
+            incl[name] = incl.get(name, 0.0) + r.cpu_time_total
+
+    def top(d: dict[str, float], n: int) -> dict[str, float]:
+        return {k: round(v * ms, 3) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:n]}
+    return {"host_ranges_ms": top(incl, 16), "host_self_ms": top(own, 12)}
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -319,6 +348,10 @@ def summarize(trainers: list[Trainer], args: argparse.Namespace) -> dict[str, An
             "tokens_per_s_median": statistics.median(tps), "tokens_per_s": tps,
             "ms_per_step_median": statistics.median(ms),
             "ms_per_step_min": min(ms), "ms_per_step_max": max(ms),
+            # Host time inside step() (the batch's copy in, which waits for the GPU, excluded):
+            # near ms_per_step, the step is host-bound.
+            "host_ms_per_step_median": statistics.median(b["host_ms_per_step"]
+                                                         for b in t.blocks),
             "peak_gib": max(b["peak_gib"] for b in t.blocks), "losses": t.losses,
         }
         if base is not None and t is not base:
