@@ -9,7 +9,8 @@
 #           issue 11's steps (plain, mcr, mcr forced to NCCL; PAIRS rounds, both shapes) and the
 #           step with no communication on GPU 0 (floor, 2 rounds); the fast-path gpu test again
 #   CALL=4  CALL=1's fresh table, check and OSU (no tests), then CALL=2's training steps with
-#           that table in force (carry .whl)
+#           that table in force (carry .whl; FRAMEWORKS="fsdp" for FSDP2's alone), and
+#           probes/probe_reduce_blocks.py (sdma reduce-scatter's local reduction, old and new)
 #   CALL=3  NCCL's two latency modes: LAUNCHES (default 10) launches of probes/probe_nccl_modes.py
 #           with NCCL_DEBUG=INFO (COMMS new communicators each too, then ROUNDS
 #           round-robin rounds over them), every launch's log in modes.tar
@@ -35,6 +36,7 @@ elif [ "${CALL}" = 4 ]; then
   # A fresh table, its check and OSU, then the training steps with that table (carry .whl)
   OUT=$O/tune PART="tune check osu" bash benchmarks/gpu_tune.sh > /dev/null
   grep -a "rc=\|^  [a-z]\|counted\|mcr-tune: 0" "$O/tune/summary.log"
+  (. benchmarks/gpu_env.sh; python3 -m probes.probe_reduce_blocks 2>&1 | tee "$O/reduce_blocks.log")
   # gpu_tune.sh writes its table under /tmp/gpu_tune
   MCR_TUNING_TABLE=$(ls /tmp/gpu_tune/*_np*.yaml | head -1) steps
 elif [ "${CALL}" = 3 ]; then

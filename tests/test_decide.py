@@ -84,10 +84,15 @@ def test_a_default_is_judged_by_its_fastest_round():
     assert winners(symm, "nccl") == {"x": [(8, "symm")]}
 
 
-def test_a_default_is_no_slower_than_at_a_larger_size():
+def test_no_backend_is_slower_than_at_a_larger_size():
     """NCCL's broadcast on 2x H200 (2026-11-26): 63 us at 4 MiB in a slow spell, then 40 us at
     6 MiB; sdma's 39 us at 4 MiB is judged against 40, not 63 (OSU then timed NCCL at 33.5).
-    Only the default is bounded so: a challenger's slow size stays slow."""
+    The challenger is bounded alike: symmetric all-gathers on the next lease, 1 KiB in a spell
+    that slowed both (NCCL 67 us, sdma 41), 512 KiB outside it (38 and 25). NCCL bounded and
+    sdma not kept NCCL for 1-320 KiB, 1.6x slower there by check and OSU."""
+    spell = _rows("all_gather", {1 << 10: {"nccl": 67.0, "sdma": 41.0},
+                                 512 << 10: {"nccl": 38.0, "sdma": 25.0}})
+    assert winners(spell, "nccl")["all_gather"] == [(1 << 10, "sdma"), (512 << 10, "sdma")]
     rows = _rows("broadcast", {4 << 20: {"nccl": 63.0, "sdma": 39.0},
                                6 << 20: {"nccl": 40.0, "sdma": 42.0},
                                8 << 20: {"nccl": 46.0, "sdma": 50.0}})

@@ -8,10 +8,11 @@ import pytest
 import torch
 import torch.distributed as tdist
 from conftest import gpus, run_mpi
+from torch.distributed import ReduceOp as R
 
 from mcr.backends.ce_engine import round_bytes, rounds
 from mcr.backends.graphs import GraphCache
-from mcr.backends.sdma import SdmaBackend
+from mcr.backends.sdma import SdmaBackend, _reduce_blocks
 from mcr.backends.symm import SymmBackend
 from mcr.config import from_env
 from mcr.groups import Group
@@ -75,6 +76,33 @@ def test_sdma_rounds_pipeline_large_blocks_only() -> None:
             assert 2 <= len(pieces) <= 4 and per % MiB == 0 or b <= per
     # sdma's own schedule (pipeline inf) is unpipelined: whole blocks up to a slot.
     assert round_bytes(64 * MiB, slot, float("inf")) == 64 * MiB
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_sdma_reduction_of_blocks(dtype: torch.dtype, n: int) -> None:
+    """sdma reduce-scatter's local reduction of the n arrived blocks, every reduce op it
+    serves, against torch's reduction in float64 (rounded once to dtype: no worse)."""
+    g = torch.Generator().manual_seed(n)
+    blocks = (torch.randn(n, 4099, generator=g) * 8).to(dtype)
+    x = blocks.double()
+    # (reference, scale of the rounding error a float reduction may add: n ulps of it)
+    refs = {R.SUM: (x.sum(0), x.abs().sum(0)), R.AVG: (x.mean(0), x.abs().mean(0)),
+            R.MAX: (x.amax(0), 0 * x[0]), R.MIN: (x.amin(0), 0 * x[0]),
+            R.PRODUCT: (x.prod(0), x.prod(0).abs())}
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    for op, (ref, scale) in refs.items():
+        if op == R.AVG and not dtype.is_floating_point:
+            continue   # sdma declines it (test_sdma_declines_by_key)
+        if op == R.PRODUCT and not dtype.is_floating_point:
+            ref = ref.to(dtype).double()   # integer products wrap, as torch's and NCCL's do
+        out = torch.empty(blocks.shape[1], dtype=dtype)
+        _reduce_blocks(blocks, op, out)
+        once = ref.to(dtype).double()      # the reference, rounded once to dtype
+        finite = once.isfinite()
+        assert torch.equal(out.double()[~finite], once[~finite]), (op, dtype, n)
+        err = (out.double() - ref).abs() - (once - ref).abs() - n * eps * scale
+        assert err[finite].max().item() <= 0, (op, dtype, n, err.max().item())
 
 
 def test_sdma_pipe_is_sdma_below_its_threshold() -> None:

@@ -32,12 +32,15 @@ _REDUCE = {R.SUM: "sum", R.AVG: "avg", R.MAX: "amax", R.MIN: "amin", R.PRODUCT: 
 
 
 def _reduce_blocks(blocks: torch.Tensor, redop: Any, out: torch.Tensor) -> None:
-    """out <- reduction over dim 0 of blocks (n x m), without a temporary."""
+    """out <- reduction over dim 0 of blocks (n x m), in one pass over memory."""
     name = _REDUCE[redop]
-    if name in ("sum", "avg"):
+    if name == "sum" and blocks.shape[0] == 2:
+        torch.add(blocks[0], blocks[1], out=out)   # elementwise, not a reduction kernel
+    elif name == "sum":
         torch.sum(blocks, dim=0, out=out)
-        if name == "avg":
-            out.div_(blocks.shape[0])
+    elif name == "avg":
+        # The sum scaled by 1/n inside the reduction: no second pass over out to divide.
+        torch.mean(blocks, dim=0, out=out)
     elif name == "prod":
         torch.prod(blocks, dim=0, out=out)
     else:

@@ -10,9 +10,9 @@ its interleaved rounds. Rules, in order:
   at once, for milliseconds to minutes) is judged by its fast mode, so a table tuned while it
   was slow does not lose to it when it is fast; a slow spell that slows the challenger too
   (sdma's small broadcasts: 22 us, then 38) does not hide a real win;
-- the default's fastest time at a size is no more than at any larger size (it moves fewer
+- a backend's fastest time at a size is no more than at any larger size (it moves fewer
   bytes): on 2x H200 NCCL's 4 MiB broadcast took 57-63 us in a slow spell, then 40 us at
-  6 MiB; a challenger must beat that envelope, not the slow spell;
+  6 MiB; a challenger must beat that envelope, not the slow spell, and is judged by its own;
 - a challenger's win by less than CONFIRM is measured again after every pass of its group
   (confirm), seconds to minutes later, with the other way of calling (sync where the run
   calls async): another chance to meet the default's fast mode, and a switch that holds
@@ -106,23 +106,26 @@ def steadier(point: dict[str, dict[str, Any]], default: str) -> str:
 
 def _enveloped(rows: list[dict[str, Any]], default: str
                ) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
-    """_by_size, with the default's fastest_round_us lowered to its fastest at any larger
-    size: a collective of fewer bytes is not slower, whatever mode the library was in."""
+    """_by_size, with every backend's fastest_round_us lowered to its fastest at any larger
+    size: a collective of fewer bytes is not slower, whatever mode the library was in. Every
+    backend's, not the default's alone: a slow spell slows the challenger too (sdma's
+    symmetric all-gathers on 2x H200: 41 us in the spell that slowed NCCL to 67, 25 outside
+    it), and a default judged at its best beside a challenger judged in a spell kept NCCL
+    for 1-320 KiB there, 1.6x slower."""
     by = _by_size(rows)
     for sizes in by.values():
-        low = math.inf
+        low: dict[str, float] = {}
         for size in sorted(sizes, reverse=True):
-            d = sizes[size].get(default)
-            if d is not None:
-                low = min(low, float(d["fastest_round_us"]))
-                sizes[size][default] = dict(d, fastest_round_us=low)
+            for be, r in sizes[size].items():
+                low[be] = min(low.get(be, math.inf), float(r["fastest_round_us"]))
+                sizes[size][be] = dict(r, fastest_round_us=low[be])
     return by
 
 
 def curves(rows: list[dict[str, Any]], default: str
            ) -> dict[str, dict[tuple[int, str], tuple[float, float]]]:
     """op -> (bytes, backend) -> (median, fastest round) as the rules see them: the latest
-    measurement's median, and the fastest round of any (the default's bounded by its fastest
+    measurement's median, and the fastest round of any (each bounded by its fastest
     at any larger size). For plots."""
     return {op: {(size, be): (float(r["median_us"]), float(r["fastest_round_us"]))
                  for size, pt in sizes.items() for be, r in pt.items()}
