@@ -6,8 +6,9 @@ in one process per rank: blocks of `--steps` steps run in turn, configuration af
 configuration, `--pairs` times, in orders that put each configuration right after each
 other one about equally often (mcr.measure.turns), so drift on a shared machine and the cost of
 switching copies hit all of them alike. Per block: tokens/s, step time, host time inside the
-step, peak memory; per step: the loss of every configuration (equal step by step is the
-correctness check on CPU; on GPUs compare with plain2's difference). Then `--profile-steps`
+step (and the garbage collector's share of it), peak memory; per step: the loss of every
+configuration (equal step by step is the correctness check on CPU; on GPUs compare with
+plain2's difference). Then `--profile-steps`
 steps of each configuration under torch.profiler give a breakdown of the step: GPU compute,
 communication, communication not hidden under compute, GPU idle (host-bound) time, and where the
 host's time went (the frameworks' collective ranges, CUDA runtime calls, the costliest ops).
@@ -37,6 +38,7 @@ seq 2048, micro-batch 2), tiny (CPU, Gloo: for the README and CI).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -230,6 +232,25 @@ def sync(device: torch.device) -> None:
     tdist.barrier()
 
 
+class GcClock:
+    """Seconds the garbage collector has run in this process (gc.callbacks): a host-bound
+    step pays its pauses, and a layer that makes more objects per call makes more of them."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._t0
+
+
+GC = GcClock()
+
+
 def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
               device: torch.device, tokens_per_step: int, record: bool) -> None:
     """`steps` steps of one configuration, timed as a whole; losses read after the block."""
@@ -238,7 +259,7 @@ def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
     sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
+    t0, gc0 = time.perf_counter(), GC.seconds
     losses, host = [], 0.0
     for i in range(steps):
         x, y = batch(first_step + i, rank, shape, device)
@@ -254,7 +275,8 @@ def run_block(t: Trainer, first_step: int, steps: int, shape: dict[str, int],
         t.blocks.append({"first_step": first_step, "steps": steps, "seconds": dt,
                          "ms_per_step": 1e3 * dt / steps,
                          "tokens_per_s": tokens_per_step * steps / dt, "peak_gib": peak,
-                         "host_ms_per_step": 1e3 * host / steps})
+                         "host_ms_per_step": 1e3 * host / steps,
+                         "gc_ms_per_step": 1e3 * (GC.seconds - gc0) / steps})
 
 
 # Kernels and copies that belong to communication: NCCL's, torch symmetric memory's (barriers,
@@ -357,6 +379,7 @@ def summarize(trainers: list[Trainer], args: argparse.Namespace) -> dict[str, An
             # near ms_per_step, the step is host-bound.
             "host_ms_per_step_median": statistics.median(b["host_ms_per_step"]
                                                          for b in t.blocks),
+            "gc_ms_per_step_median": statistics.median(b["gc_ms_per_step"] for b in t.blocks),
             "peak_gib": max(b["peak_gib"] for b in t.blocks), "losses": t.losses,
         }
         if base is not None and t is not base:

@@ -49,7 +49,7 @@ def main() -> None:
                     times["old"].append(_time(lambda: _old(blocks, op, out)))
                     times["new"].append(_time(lambda: _reduce_blocks(blocks, op, out)))
                 row = ", ".join(f"{k} {statistics.median(v):.3f} ms "
-                                f"({floor / statistics.median(v) / 1e9:.0f} GB/s)"
+                                f"({floor / statistics.median(v) / 1e9:.2f} TB/s)"
                                 for k, v in times.items())
                 print(f"REDUCE {str(dtype)[6:]} {nbytes >> 20} MB {op}: {row}", flush=True)
 
