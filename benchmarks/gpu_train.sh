@@ -13,7 +13,8 @@
 #   steps  train_step for both frameworks and shapes with the shipped table: plain, a second plain
 #          copy (the noise and loss yardstick), mcr, mcr forced to NCCL; PAIRS rounds (default 8)
 #          in balanced orders; SHAPES="small" (default "large small") for one shape,
-#          FRAMEWORKS="fsdp" (default "fsdp deepspeed") for one framework; CONFIGS
+#          FRAMEWORKS="fsdp" (default "fsdp deepspeed") for one framework, PROFILE_STEPS
+#          (default 2) profiled steps per configuration for the breakdown; CONFIGS
 #          (default plain,plain2,mcr,mcr-nccl) for fewer configurations on a short lease
 #   sync   FSDP2 and ZeRO-3, large shape, plain against mcr with sdma's barrier kernel (the
 #          default) and with MCR_SDMA_SYNC=memops (no SM use), one process each, alternated
@@ -84,7 +85,7 @@ for shape in ${SHAPES:-large small}; do
   for fw in ${FRAMEWORKS:-fsdp deepspeed}; do
     TAILN=3 step "steps_${fw}_$shape" $((50 + 11 * PAIRS)) $RUN benchmarks/train_step.py \
       --framework $fw --shape $shape --configs "${CONFIGS:-plain,plain2,mcr,mcr-nccl}" --pairs $PAIRS \
-      --steps 3 --warmup 2 --out "$W"
+      --steps 3 --warmup 2 --profile-steps "${PROFILE_STEPS:-2}" --out "$W"
   done
 done
 fi
