@@ -79,7 +79,7 @@ def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple
     """op -> [(bytes, challenger)] where a challenger won by less than CONFIRM over the
     default's fastest round and has not been confirmed yet: measured again at the end."""
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for op, sizes in _enveloped(rows, default).items():
+    for op, sizes in _enveloped(rows).items():
         for size, pt in sorted(sizes.items()):
             be = pick(pt, default)
             if be == default or default not in pt or pt[be].get("pass") == "confirm":
@@ -104,8 +104,7 @@ def steadier(point: dict[str, dict[str, Any]], default: str) -> str:
     return min(calm)[1] if calm else default
 
 
-def _enveloped(rows: list[dict[str, Any]], default: str
-               ) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
+def _enveloped(rows: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, dict[str, Any]]]]:
     """_by_size, with every backend's fastest_round_us lowered to its fastest at any larger
     size: a collective of fewer bytes is not slower, whatever mode the library was in. Every
     backend's, not the default's alone: a slow spell slows the challenger too (sdma's
@@ -122,20 +121,19 @@ def _enveloped(rows: list[dict[str, Any]], default: str
     return by
 
 
-def curves(rows: list[dict[str, Any]], default: str
-           ) -> dict[str, dict[tuple[int, str], tuple[float, float]]]:
+def curves(rows: list[dict[str, Any]]) -> dict[str, dict[tuple[int, str], tuple[float, float]]]:
     """op -> (bytes, backend) -> (median, fastest round) as the rules see them: the latest
     measurement's median, and the fastest round of any (each bounded by its fastest
     at any larger size). For plots."""
     return {op: {(size, be): (float(r["median_us"]), float(r["fastest_round_us"]))
                  for size, pt in sizes.items() for be, r in pt.items()}
-            for op, sizes in _enveloped(rows, default).items()}
+            for op, sizes in _enveloped(rows).items()}
 
 
 def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
     """op -> [(bytes, chosen backend)] sorted by bytes."""
     return {op: [(size, pick(pt, default)) for size, pt in sorted(sizes.items())]
-            for op, sizes in _enveloped(rows, default).items()}
+            for op, sizes in _enveloped(rows).items()}
 
 
 def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:

@@ -68,7 +68,7 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     if not rows:
         ax.set_axis_off()
         return
-    seen = curves(rows, default).get(p.op, {})
+    seen = curves(rows).get(p.op, {})
     for be in sorted({b for _, b in seen}):
         pts = sorted((s, t) for (s, b), t in seen.items() if b == be)
         ax.loglog([s for s, _ in pts], [med for _, (med, _) in pts], marker="o", ms=3,
