@@ -10,24 +10,26 @@
 #          process (probes/probe_sdma_pipeline.py; the gpu test suite checks the schedule),
 #          then plain all-gather and reduce-scatter again beside a GEMM (the overlap profile)
 # SMOKE=1 narrows every size range to 4 KiB..4 MiB, to try the script on a one-GPU lease.
+# Without tune, check and osu take the table an earlier tune left in /tmp/gpu_tune (a warm
+# machine keeps it), else the shipped one; TABLE=STEM names another.
 # $OUT keeps summary.log and results.tar (the table's yaml/csv/png, check log, OSU csv),
 # refreshed after each step so a run cut short still brings back what it made.
 set -uo pipefail
 . benchmarks/gpu_env.sh
-W=/tmp/gpu_tune; rm -rf "$W"; mkdir -p "$W"
+PART=" ${PART:-tune check osu} "
+has() { [[ "$PART" == *" $1 "* ]]; }
+W=/tmp/gpu_tune; if has tune; then rm -rf "$W"; fi; mkdir -p "$W"
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
 SIZES=$([ "${SMOKE:-0}" = 1 ] && echo 4KiB:4MiB || echo 4:1GiB)
 CLASS=$(system_class)
-TABLE="$W/${CLASS}_np$N"
+TABLE=${TABLE:-$W/${CLASS}_np$N}
 BE="--backend nccl,sdma,sdma_pipe,symm --symm sdma"
 step_lines() { grep -av "size/s\|^\s*$" "$1"; }   # tables and regret rows: every line
-PART=" ${PART:-tune check osu} "
-has() { [[ "$PART" == *" $1 "* ]]; }
 {
 echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit ${COMMIT:-?}, sizes $SIZES"
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
 if has tune; then
-  TAILN=12 step tune 420 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m "$SIZES" --batch 5 $BE \
+  TAILN=12 step tune "${TUNE_LIMIT:-420}" $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m "$SIZES" --batch 5 $BE \
     --profiles standalone,overlap --interconnect NVLink --out "$TABLE" --fresh
   python3 -m mcr.tuner show "$TABLE.yaml" > "$W/show.txt" 2>&1; head -60 "$W/show.txt"
 fi

@@ -25,7 +25,9 @@ def main() -> None:
     """Measure each backend of --backend, print a table, optionally append CSV rows."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="nccl,sdma",
-                    help="comma list; NAME+symm allocates the output in NAME's symmetric memory")
+                    help="comma list of backend names and auto (the dispatcher's pick, by the "
+                         "table's overlap profile on this side stream); NAME+symm allocates the "
+                         "output in NAME's symmetric memory (auto+symm: sdma's)")
     ap.add_argument("--gemm", type=int, default=8192, help="square GEMM size")
     ap.add_argument("--gemms", type=int, default=20)
     ap.add_argument("--size", default="256MiB", help="all-gather output bytes")
@@ -86,14 +88,18 @@ def main() -> None:
     comms = {}
     for spec in args.backend.split(","):
         name, _, mode = spec.partition("+")
-        out = (dist.symmetric_empty(per * n, dtype=torch.bfloat16, backend=name)
+        if mode not in ("", "symm"):
+            raise SystemExit(f"overlap: --backend {spec}: only NAME or NAME+symm")
+        out = (dist.symmetric_empty(per * n, dtype=torch.bfloat16,
+                                    backend="sdma" if name == "auto" else name)
                if mode == "symm" else torch.empty(per * n, device=dev, dtype=torch.bfloat16))
         src = inp
         if mode == "symm":
             src = out[rank * per:(rank + 1) * per]
             src.copy_(inp)
 
-        def comm(out: torch.Tensor = out, src: torch.Tensor = src, name: str = name) -> None:
+        def comm(out: torch.Tensor = out, src: torch.Tensor = src,
+                 name: str | None = None if name == "auto" else name) -> None:
             dist.all_gather_into_tensor(out, src, backend=name)
         comm_alone(comm)
         comms[spec] = (comm, statistics.median(comm_alone(comm) for _ in range(args.reps)))
