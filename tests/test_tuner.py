@@ -69,6 +69,18 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
     assert all((tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000 for op in ops)
 
 
+def test_ranks_outside_a_sub_group_wait_out_its_pass(tmp_path):
+    """Ranks 2 and 3 wait while 0 and 1 tune the 2-rank group for longer than MCR_TIMEOUT_S
+    (on 4x H200 that pass took minutes and the idle ranks' barrier gave up at 120 s)."""
+    t0 = time.monotonic()
+    _tune("-n", "4", "--out", str(tmp_path / "t"), "--ops", "all_gather,broadcast",
+          "-m", "4:1MiB", "-i", "100", "-x", "2", "--rounds", "3", "--max-seconds", "1",
+          env={"MCR_TIMEOUT_S": "3"})
+    # The 2-rank pass is about half the run: it must have outlasted the timeout to test this.
+    assert time.monotonic() - t0 > 4 * 3
+    assert {g for g, _ in load_table(tmp_path / "t.yaml", KNOWN).rules} == {2, 4}
+
+
 def test_nodes_of_one_host_tune_hier_and_its_parts(tmp_path):
     """4 ranks declared as 2 nodes of 2: one node's group, the inter-node group and the world
     are tuned, in that order, hier among the world's candidates."""

@@ -184,6 +184,7 @@ def tune(args: argparse.Namespace, command: str) -> None:
     """Measure every group size and pass, write table, CSV and plots (rank 0)."""
     from .progress import TuneRun
     from .search import Pass, confirm_pass, read_rows, tune_pass
+    from .sitout import SubgroupPass
     dist.init_distributed(verbose=False)
     ctx = make_ctx(args)
     device, n = ctx.device, dist.get_world_size()
@@ -211,13 +212,20 @@ def tune(args: argparse.Namespace, command: str) -> None:
     for k in groups:
         ranks = members[k]
         grp = None if len(ranks) == n else dist.new_group(ranks)
+        # Ranks outside a sub-group wait while its members show progress, however long the
+        # pass takes (a timed barrier gave up on them at 4 GPUs).
+        sub = SubgroupPass(k, ranks, get_runtime().cfg.timeout_s) if grp is not None else None
         if dist.get_rank() in ranks:
             gctx = make_ctx(args, grp, tuple(ranks))
-            m = run.measurer(gctx)
+            m = run.measurer(gctx, sub.beat if sub and ranks[0] == dist.get_rank() else None)
             got = [tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
                              args.bisect_steps, run.grow) for p in passes]
             for p, prows in zip(passes, got):
                 rows += prows + confirm_pass(m, p, prows, default, run.grow)
+            if sub:
+                sub.done(dist.get_rank())
+        elif sub:
+            sub.wait()
         dist.barrier(backend="gloo")
         if k != groups[-1]:
             in_force(rows, passes, groups[:groups.index(k) + 1], default, cls, n, device)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,14 @@ class TuneRun:
             self.bar = tqdm(total=total, desc="mcr-tune", unit="size", file=sys.stderr,
                             dynamic_ncols=True)
 
-    def measurer(self, ctx: Ctx) -> Measurer:
-        """A Measurer for one group that replays this run's earlier rows."""
-        m = Measurer(ctx, self.args, self.backends, self.done, self.sink, self.tick)
+    def measurer(self, ctx: Ctx, beat: Callable[[], None] | None = None) -> Measurer:
+        """A Measurer for one group that replays this run's earlier rows (beat: called once a
+        size, for the ranks that wait outside the group)."""
+        def tick(n: int) -> None:
+            self.tick(n)
+            if beat is not None:
+                beat()
+        m = Measurer(ctx, self.args, self.backends, self.done, self.sink, tick)
         self._measurers.append(m)
         return m
 
