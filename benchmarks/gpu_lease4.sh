@@ -18,7 +18,7 @@
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
-declare -A EST=([tune]=470 [osu]=120 [overlap]=30 [steps]=250 [hier]=300 [exact]=60)
+declare -A EST=([tune]=470 [osu]=150 [overlap]=30 [steps]=250 [hier]=300 [exact]=60)
 . benchmarks/gpu_env.sh
 CLASS=$(system_class)
 fresh() { ls /tmp/gpu_tune/"${CLASS}_np$N".yaml 2>/dev/null || echo "mcr/tuning_tables/${CLASS}_np$N.yaml"; }
@@ -31,7 +31,7 @@ for part in ${PARTS:-tune osu overlap steps}; do
   echo "== $part at $((SECONDS - T0)) s"
   case $part in
   tune)
-    OUT=$O/tune PART="tune check" TUNE_LIMIT=360 bash benchmarks/gpu_tune.sh > /dev/null
+    OUT=$O/tune PART="tune check" TUNE_LIMIT=400 bash benchmarks/gpu_tune.sh > /dev/null
     grep -a "rc=\|^  [a-z]\|counted\|mcr-tune: 0\|groups\?" "$O/tune/summary.log" ;;
   osu)
     OUT=$O/osu PART=osu TABLE=$(fresh | sed 's/\.yaml$//') bash benchmarks/gpu_tune.sh > /dev/null

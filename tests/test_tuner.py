@@ -42,6 +42,7 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
     stem = tmp_path / "cpu_np4"
     p = _tune("-n", "4", "--out", str(stem), *QUICK)
     assert "0 size(s) replayed" in p.stdout
+    assert "2 group(s) [4, 2]" in p.stdout      # largest first (tune_groups says why)
     table = load_table(stem.with_suffix(".yaml"), KNOWN)
     ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}
     assert {(g, op) for g, op in table.rules} == {(g, op) for g in (2, 4) for op in ops}

@@ -139,9 +139,16 @@ def out_stem(args: argparse.Namespace, cls: str, n: int, nodes: int = 1) -> Path
 
 
 def tune_groups(n: int, nodes: int, per: int) -> dict[int | str, list[int]]:
-    """The groups the tuner measures, by table key: on one node the world and its first 2, 4,
-    ... ranks; across nodes, one node's ranks and its first 2, 4, ..., the ranks of one local
-    rank on every node (hier's inter-node parts: `Nx1`) and the world (`NxL`)."""
+    """The groups the tuner measures, by table key, in the order it measures them: on one node
+    the world, then its first N/2, ..., 2 ranks; across nodes, one node's ranks and its first
+    2, 4, ..., the ranks of one local rank on every node (hier's inter-node parts: `Nx1`) and
+    the world (`NxL`), parts before the hier that calls them.
+
+    One node goes largest first because torch numbers its symmetric-memory rendezvous per
+    process, not per group: a rank that sat out a sub-group's rendezvous is behind its peers
+    and a later rendezvous of a larger group never meets (4x H200: the world's first symm call
+    after the 2-rank pass waited out its timeout). Largest first, every group's members have
+    made the same rendezvous before it."""
     if nodes > 1 and per == 0:
         raise SystemExit("mcr-tune: this job's ranks are spread unevenly over its nodes (or "
                          "not node by node); tables key on nodes x ranks per node")
@@ -149,11 +156,12 @@ def tune_groups(n: int, nodes: int, per: int) -> dict[int | str, list[int]]:
     out: dict[int | str, list[int]] = {k: list(range(k)) for k in
                                         (2 ** i for i in range(1, span.bit_length())) if k < span}
     out[span] = list(range(span))
-    if nodes > 1:
-        out.pop(1, None)
-        if per > 1:
-            out[f"{nodes}x1"] = list(range(0, n, per))
-        out[f"{nodes}x{per}"] = list(range(n))
+    if nodes == 1:
+        return dict(sorted(out.items(), key=lambda kv: -len(kv[1])))
+    out.pop(1, None)
+    if per > 1:
+        out[f"{nodes}x1"] = list(range(0, n, per))
+    out[f"{nodes}x{per}"] = list(range(n))
     return out
 
 
