@@ -329,3 +329,41 @@ def test_fast_paths_gpu() -> None:
     out = run_mpi(gpus(), "fast_worker.py", "--quick", "--sdma", "sdma_pipe", timeout=900,
                   env={"MCR_SDMA_PIPELINE_BYTES": "1MiB"})
     assert out.count(" checks") == gpus()
+
+
+def test_symmetric_rendezvous_counts_are_compared_first() -> None:
+    """Ranks that made different numbers of symmetric-memory rendezvous (one sat out a
+    sub-group's) get a clear error at once, not torch's wait to the store's timeout; equal
+    counts pass. Three ranks as threads on one real TCPStore."""
+    import threading
+
+    from mcr.backends.rdv_turns import RendezvousTurns
+    from mcr.errors import CallError, McrTimeoutError
+    master = tdist.TCPStore("127.0.0.1", 0, 3, True, wait_for_workers=False)
+    stores = [master] + [tdist.TCPStore("127.0.0.1", master.port, 3, False) for _ in range(2)]
+
+    def run(made: list[int], group: str, ranks: list[int]) -> list[object]:
+        got: list[object] = [None] * len(made)
+
+        def one(r: int) -> None:
+            t = RendezvousTurns()
+            t.made = made[r]
+            try:
+                t.before(stores[r], group, r, ranks, 20)
+                t.after()
+                got[r] = t.made
+            except Exception as e:   # noqa: BLE001 - the test reads which error each rank got
+                got[r] = e
+        th = [threading.Thread(target=one, args=(r,)) for r in range(len(made))]
+        for x in th:
+            x.start()
+        for x in th:
+            x.join(30)
+        return got
+    assert run([4, 4, 4], "g_equal", [0, 1, 2]) == [5, 5, 5]
+    got = run([210, 210, 3], "g_behind", [0, 2, 3])
+    assert all(isinstance(e, CallError) for e in got), got
+    assert "rank 0: 210; rank 2: 210; rank 3: 3" in str(got[0])
+    lone = RendezvousTurns()
+    with pytest.raises(McrTimeoutError, match=r"group \[0, 1\].*within 0.2 s"):
+        lone.before(stores[0], "g_alone", 0, [0, 1], 0.2)
