@@ -70,6 +70,19 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
     assert all((tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000 for op in ops)
 
 
+def test_groups_are_tuned_larger_first_parts_before_hier():
+    """Every group's members must have made the same symmetric-memory rendezvous before it
+    (torch counts them per process): larger groups first; across nodes the node's group and
+    hier's parts, then the world, then the node's smaller sub-groups."""
+    from mcr.tuner.cli import tune_groups
+    assert list(tune_groups(8, 1, 8).items()) == [(8, list(range(8))), (4, [0, 1, 2, 3]),
+                                                  (2, [0, 1])]
+    assert list(tune_groups(8, 2, 4)) == [4, "2x1", "2x4", 2]
+    assert tune_groups(8, 2, 4)["2x1"] == [0, 4]
+    assert list(tune_groups(4, 2, 2)) == [2, "2x1", "2x2"]
+    assert tune_groups(2, 2, 1) == {"2x1": [0, 1]}
+
+
 def test_ranks_outside_a_sub_group_wait_out_its_pass(tmp_path):
     """Ranks 2 and 3 wait while 0 and 1 tune the 2-rank group for longer than MCR_TIMEOUT_S
     (on 4x H200 that pass took minutes and the idle ranks' barrier gave up at 120 s)."""

@@ -139,29 +139,29 @@ def out_stem(args: argparse.Namespace, cls: str, n: int, nodes: int = 1) -> Path
 
 
 def tune_groups(n: int, nodes: int, per: int) -> dict[int | str, list[int]]:
-    """The groups the tuner measures, by table key, in the order it measures them: on one node
-    the world, then its first N/2, ..., 2 ranks; across nodes, one node's ranks and its first
-    2, 4, ..., the ranks of one local rank on every node (hier's inter-node parts: `Nx1`) and
-    the world (`NxL`), parts before the hier that calls them.
+    """The groups the tuner measures, by table key, in the order it measures them: one node's
+    ranks (the world, on one node); across nodes then the ranks of one local rank on every node
+    (hier's inter-node parts: `Nx1`) and the world (`NxL`), parts before the hier that calls
+    them; last the node's first N/2, ..., 4, 2 ranks.
 
-    One node goes largest first because torch numbers its symmetric-memory rendezvous per
-    process, not per group: a rank that sat out a sub-group's rendezvous is behind its peers
-    and a later rendezvous of a larger group never meets (4x H200: the world's first symm call
-    after the 2-rank pass waited out its timeout). Largest first, every group's members have
-    made the same rendezvous before it."""
+    Larger groups go first because torch numbers its symmetric-memory rendezvous per process,
+    not per group: a rank that sat out a sub-group's rendezvous is behind its peers and a later
+    rendezvous of a larger group never meets (4x H200: the world's first symm call after the
+    2-rank pass waited out its timeout). This order gives every group's members the same
+    rendezvous before it (hier's node groups are new groups whose members all tuned the node's
+    group and nothing smaller)."""
     if nodes > 1 and per == 0:
         raise SystemExit("mcr-tune: this job's ranks are spread unevenly over its nodes (or "
                          "not node by node); tables key on nodes x ranks per node")
     span = n if nodes == 1 else per
-    out: dict[int | str, list[int]] = {k: list(range(k)) for k in
-                                        (2 ** i for i in range(1, span.bit_length())) if k < span}
-    out[span] = list(range(span))
-    if nodes == 1:
-        return dict(sorted(out.items(), key=lambda kv: -len(kv[1])))
-    out.pop(1, None)
-    if per > 1:
-        out[f"{nodes}x1"] = list(range(0, n, per))
-    out[f"{nodes}x{per}"] = list(range(n))
+    out: dict[int | str, list[int]] = {span: list(range(span))} if span > 1 else {}
+    if nodes > 1:
+        if per > 1:
+            out[f"{nodes}x1"] = list(range(0, n, per))
+        out[f"{nodes}x{per}"] = list(range(n))
+    for k in (2 ** i for i in range(span.bit_length() - 1, 0, -1)):
+        if k < span:
+            out[k] = list(range(k))
     return out
 
 
