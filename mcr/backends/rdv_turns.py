@@ -37,7 +37,7 @@ class RendezvousTurns:
             if time.monotonic() > deadline:
                 raise McrTimeoutError(
                     f"mcr: symmetric-memory setup on group {ranks}: the other ranks did not "
-                    f"reach it within {timeout_s:g} s (MCR_TIMEOUT_S)")
+                    f"reach it within {timeout_s:g} s (the store's timeout)")
             time.sleep(POLL_S)
         counts = [int(store.get(n)) for n in names]
         if len(set(counts)) > 1:
@@ -46,14 +46,12 @@ class RendezvousTurns:
                 f"mcr: symmetric-memory setup on group {ranks} cannot meet: torch counts its "
                 f"rendezvous per process, and these ranks have made different numbers of them "
                 f"before ({by}), so each would wait for keys the others never write until the "
-                f"store's timeout. Ranks that sit "
-                f"out a sub-group's symmetric-memory calls fall behind; make the same "
-                f"symmetric-memory calls (sdma, sdma_pipe, symm, symmetric_empty) on every rank "
-                f"of this group before, largest groups first, or send this group's calls to "
-                f"nccl (a table rule or backend='nccl')")
+                f"store's timeout. Ranks that sit out a sub-group's symmetric-memory calls "
+                f"fall behind; make the same symmetric-memory calls (sdma, sdma_pipe, symm, "
+                f"symmetric_empty) on every rank of this group before, larger groups first, "
+                f"or send this group's calls to nccl (a table rule or backend='nccl')")
 
     def after(self) -> None:
         """One more rendezvous made (torch's own count skips a repeat of one allocation on one
         group, which every member of that group repeats alike)."""
         self.made += 1
-
