@@ -123,5 +123,5 @@ class TuneRun:
               f"{self.bar.n - self.replayed if self.bar else 0} measured, of which "
               f"{extra['recheck']} re-checked single-size flips, {extra['bisect']} "
               f"searched boundaries and {extra['confirm']} narrow wins confirmed\n"
-              f"mcr-tune: wrote {yaml_path}, {self.stem.name}.csv, {', '.join(pngs)}\n"
+              f"mcr-tune: wrote {', '.join([str(yaml_path), f'{self.stem.name}.csv', *pngs])}\n"
               f"mcr-tune: read it with `mcr-tune show {yaml_path}`; {use}", flush=True)
