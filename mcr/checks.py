@@ -152,26 +152,34 @@ class SignatureCheck:
     def __call__(self, key: CallKey, g: Group, root: int, backend: str) -> None:
         """Compare this call's signature with the group's (collective over the group)."""
         ranks = tuple(g.ranks)
-        n = self._seq[(g.tag, ranks)] = self._seq.get((g.tag, ranks), 0) + 1
-        prefix = f"{self.root}sig/{g.tag}{'.'.join(map(str, ranks))}/{n}/"
         mine = _signature(key, root, backend)
-        names = [prefix + str(r) for r in range(g.size)]
 
         def what() -> str:
             return f"{key.op} on backend '{backend}' ({key.nbytes} bytes)"
+        every = self.gather(g.tag, ranks, g.rank, mine, what,
+                            f"rank {ranks[g.rank]} made a new one: {mine}")
+        if any(v != mine for v in every):
+            rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
+            raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
+                                f"{rows}")
+
+    def gather(self, tag: str, ranks: tuple[int, ...], rank: int, mine: str,
+               what: Callable[[], str], new: str) -> list[str]:
+        """Every rank's value in one comparison over ranks (collective over them; rank: this
+        one's index), through torch's store: a late peer waited up to the timeout, one that
+        left mcr named at once, a store that failed named as such."""
+        n = self._seq[(tag, ranks)] = self._seq.get((tag, ranks), 0) + 1
+        prefix = f"{self.root}sig/{tag}{'.'.join(map(str, ranks))}/{n}/"
+        names = [prefix + str(r) for r in range(len(ranks))]
         try:
-            self.store.set(names[g.rank], mine)
-            self._wait(names, ranks, what, f"rank {ranks[g.rank]} made a new one: {mine}")
-            every = [self.store.get(k).decode() for k in names]
+            self.store.set(names[rank], mine)
+            self._wait(names, ranks, what, new)
+            return [self.store.get(k).decode() for k in names]
         except tdist.DistError as e:
             raise LibraryError(
                 f"mcr: {what()}: torch's store failed ({type(e).__name__}: {e}); the process "
                 "that hosts it (rank 0 under mpirun, torchrun's agent) has left or crashed"
             ) from e
-        if any(v != mine for v in every):
-            rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
-            raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
-                                f"{rows}")
 
     def _wait(self, names: list[str], ranks: tuple[int, ...], what: Callable[[], str],
               new: str) -> None:

@@ -13,6 +13,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import layout, report, runtime, work
+from .backends import rdv_turns
 from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
@@ -115,6 +116,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     rt = runtime.Runtime(cfg, launch, backends, world, tables, disp, logger, cuda, lay)
     rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
                                         cfg.check_timeout_s or cfg.timeout_s)
+    rdv_turns.TURNS.check = rt.signature_check
     _register(rt, world)
     rt.by_pg[tdist.group.WORLD] = world
     return rt
@@ -178,6 +180,7 @@ def destroy_process_group(group: Any = None) -> None:
                             "destroy_process_group() (no argument)")
         backends_mod.release_group(rt.backends, g, world=False)
         return
+    rdv_turns.TURNS.check = None   # this session's store keys end with it
     try:
         rt.signature_check.leave(rt.launch.rank)   # peers waiting in it for this rank: no more
     except Exception:  # noqa: BLE001, S110 - the store's host is gone: nobody can wait in it

@@ -334,22 +334,29 @@ def test_fast_paths_gpu() -> None:
 def test_symmetric_rendezvous_counts_are_compared_first() -> None:
     """Ranks that made different numbers of symmetric-memory rendezvous (one sat out a
     sub-group's) get a clear error at once, not torch's wait to the store's timeout; equal
-    counts pass. Three ranks as threads on one real TCPStore."""
+    counts pass. Three ranks as threads on one real TCPStore, each with the signature check an
+    mcr session gives it (one root: the threads share one process)."""
     import threading
 
     from mcr.backends.rdv_turns import RendezvousTurns
+    from mcr.checks import SignatureCheck
     from mcr.errors import CallError, McrTimeoutError
     master = tdist.TCPStore("127.0.0.1", 0, 3, True, wait_for_workers=False)
     stores = [master] + [tdist.TCPStore("127.0.0.1", master.port, 3, False) for _ in range(2)]
+
+    def turns(r: int, made: int, timeout: float = 20) -> RendezvousTurns:
+        t = RendezvousTurns()
+        t.made, t.check = made, SignatureCheck(stores[r], timeout)
+        t.check.root = "mcr/test/"
+        return t
 
     def run(made: list[int], group: str, ranks: list[int]) -> list[object]:
         got: list[object] = [None] * len(made)
 
         def one(r: int) -> None:
-            t = RendezvousTurns()
-            t.made = made[r]
+            t = turns(r, made[r])
             try:
-                t.before(stores[r], group, r, ranks, 20)
+                t.before(group, r, ranks)
                 t.after()
                 got[r] = t.made
             except Exception as e:   # noqa: BLE001 - the test reads which error each rank got
@@ -364,6 +371,7 @@ def test_symmetric_rendezvous_counts_are_compared_first() -> None:
     got = run([210, 210, 3], "g_behind", [0, 2, 3])
     assert all(isinstance(e, CallError) for e in got), got
     assert "rank 0: 210; rank 2: 210; rank 3: 3" in str(got[0])
-    lone = RendezvousTurns()
     with pytest.raises(McrTimeoutError, match=r"group \[0, 1\].*within 0.2 s"):
-        lone.before(stores[0], "g_alone", 0, [0, 1], 0.2)
+        turns(0, 0, 0.2).before("g_alone", 0, [0, 1])
+    unchecked = RendezvousTurns()            # no mcr session: nothing to compare with
+    unchecked.before("g_none", 0, [0, 1])

@@ -38,7 +38,7 @@ from ..spans import Spans
 from ..work import StreamId, follow_stream, stream_of
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 from .graphs import GraphCache
-from .rdv_turns import RendezvousTurns
+from .rdv_turns import TURNS
 
 _SLOTS = 2
 
@@ -74,16 +74,11 @@ def symm_empty(nbytes: int, device: torch.device) -> torch.Tensor:
     return symm_mem.empty(max(nbytes, 16), dtype=torch.uint8, device=device)
 
 
-TURNS = RendezvousTurns()
-
-
 def rendezvous(t: torch.Tensor, pg: tdist.ProcessGroup) -> object:
     """Exchange symmetric-memory handles over pg (collective); a clear error instead of a
     wait that cannot end where pg's ranks made different numbers of rendezvous before."""
     import torch.distributed._symmetric_memory as symm_mem
-    store = tdist.distributed_c10d._get_default_store()
-    TURNS.before(store, pg.group_name, pg.rank(), tdist.get_process_group_ranks(pg),
-                 store.timeout.total_seconds())
+    TURNS.before(pg.group_name, pg.rank(), tdist.get_process_group_ranks(pg))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         enable = getattr(symm_mem, "enable_symm_mem_for_group", None)

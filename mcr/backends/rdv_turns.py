@@ -2,17 +2,14 @@
 (group, the process's n-th rendezvous, rank). Ranks of one group that made different numbers of
 rendezvous before (one sat out a sub-group's) look for different keys and wait out the store's
 timeout with no word of why (4x H200: the tuner's world pass after a 2-rank pass). Before each
-rendezvous mcr makes, the group's ranks compare how many they have made; if they differ, every
-rank stops at once with an error that says so, instead of waiting."""
+rendezvous mcr makes, the group's ranks compare how many they have made (through the session's
+signature check); if they differ, every rank stops at once with an error that says so."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from ..errors import CallError, McrTimeoutError
-
-POLL_S = 0.001
+from ..errors import CallError
 
 
 class RendezvousTurns:
@@ -21,25 +18,19 @@ class RendezvousTurns:
 
     def __init__(self) -> None:
         self.made = 0
-        self._per_group: dict[str, int] = {}
+        self.check: Any = None   # the mcr session's checks.SignatureCheck (None: unchecked)
 
-    def before(self, store: Any, group: str, rank: int, ranks: list[int],
-               timeout_s: float) -> None:
+    def before(self, group: str, rank: int, ranks: list[int]) -> None:
         """Compare this rank's count with the group's (collective over the group: every member
-        calls it before the same rendezvous); CallError naming each rank's count if they
-        differ."""
-        k = self._per_group[group] = self._per_group.get(group, 0) + 1
-        root = f"mcr/rdv/{group}/{k}/"
-        store.set(f"{root}{rank}", str(self.made))
-        names = [f"{root}{r}" for r in range(len(ranks))]
-        deadline = time.monotonic() + timeout_s
-        while not store.check(names):
-            if time.monotonic() > deadline:
-                raise McrTimeoutError(
-                    f"mcr: symmetric-memory setup on group {ranks}: the other ranks did not "
-                    f"reach it within {timeout_s:g} s (the store's timeout)")
-            time.sleep(POLL_S)
-        counts = [int(store.get(n)) for n in names]
+        calls it before the same rendezvous; rank is this one's index in ranks); CallError
+        naming each rank's count if they differ. Outside an mcr session (a probe driving the
+        engine itself) nothing is compared."""
+        if self.check is None:
+            return
+        every = self.check.gather(f"rdv:{group}", tuple(ranks), rank, str(self.made),
+                                  lambda: f"symmetric-memory setup on group {ranks}",
+                                  f"rank {ranks[rank]} set up symmetric memory")
+        counts = [int(v) for v in every]
         if len(set(counts)) > 1:
             by = "; ".join(f"rank {g}: {c}" for g, c in zip(ranks, counts))
             raise CallError(
@@ -55,3 +46,6 @@ class RendezvousTurns:
         """One more rendezvous made (torch's own count skips a repeat of one allocation on one
         group, which every member of that group repeats alike)."""
         self.made += 1
+
+
+TURNS = RendezvousTurns()   # one per process, as torch's count is
