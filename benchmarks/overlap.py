@@ -3,7 +3,10 @@
 20 bf16 8192^3 GEMMs on the main stream and, at the same time, 10 all-gathers of 256 MiB output
 on a side stream. Reports per backend: GEMM slowdown against GEMMs alone, communication time under
 overlap against communication alone, and the whole window; medians over --reps repetitions,
-each pairing GEMMs alone with GEMMs beside every backend's all-gathers.
+each pairing GEMMs alone with GEMMs beside every backend's all-gathers. The GEMMs are issued after
+the all-gathers, from the same thread, as a training step does: the host time the all-gathers take
+to issue delays them and counts in their slowdown; "issue ms" (host) and "gemm gpu" (GEMMs from
+their issue) split the two.
 Run under mpirun/torchrun on the GPUs of one node.
 """
 
@@ -14,6 +17,7 @@ import csv
 import datetime
 import statistics
 import sys
+import time
 
 import torch
 
@@ -45,12 +49,14 @@ def main() -> None:
     side = torch.cuda.Stream(dev)
     main_s = torch.cuda.current_stream(dev)
 
-    def window(comm: object | None) -> tuple[float, float, float]:
-        """(gemm ms, comm ms, window ms) of one repetition, slowest rank."""
+    def window(comm: object | None) -> tuple[float, ...]:
+        """(gemm ms, comm ms, window ms, issue ms, gemm gpu ms) of one repetition, slowest
+        rank; issue: host time to issue the all-gathers; gemm gpu: GEMMs from their issue."""
         torch.cuda.synchronize()
         dist.barrier(backend="gloo")
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         ev[0].record(main_s)
+        t0 = time.perf_counter()
         if comm is not None:
             side.wait_stream(main_s)
             with torch.cuda.stream(side):
@@ -58,6 +64,8 @@ def main() -> None:
                 for _ in range(args.gathers):
                     comm()
                 ev[3].record(side)
+        issue = (time.perf_counter() - t0) * 1e3
+        ev[4].record(main_s)
         for _ in range(args.gemms):
             torch.mm(a, b)
         ev[1].record(main_s)
@@ -67,9 +75,10 @@ def main() -> None:
         torch.cuda.synchronize()
         t = torch.tensor([ev[0].elapsed_time(ev[1]),
                           ev[2].elapsed_time(ev[3]) if comm is not None else 0.0,
-                          ev[0].elapsed_time(end)], dtype=torch.float64)
+                          ev[0].elapsed_time(end), issue, ev[4].elapsed_time(ev[1])],
+                         dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, backend="gloo")
-        return float(t[0]), float(t[1]), float(t[2])
+        return tuple(float(x) for x in t)
 
     def comm_alone(comm: object) -> float:
         torch.cuda.synchronize()
@@ -125,7 +134,8 @@ def main() -> None:
               f"{min(alone):.2f}-{max(alone):.2f}); slowdown = median over paired reps of "
               f"(GEMMs with comm / GEMMs alone just before) - 1")
         print(f"# {'backend':>12} {'gemm ms':>9} {'slowdown':>9} {'p10-p90':>13} {'comm ms':>9}"
-              f" {'alone ms':>9} {'stretch':>8} {'window ms':>10}")
+              f" {'alone ms':>9} {'stretch':>8} {'window ms':>10} {'issue ms':>9}"
+              f" {'gemm gpu':>9}")
     for spec, (_, alone_c) in comms.items():
         rs = res[spec]
         slow = [(r[0] / a - 1) * 100 for r, a in zip(rs, alone)]
@@ -133,15 +143,18 @@ def main() -> None:
         g = statistics.median(r[0] for r in rs)
         c = statistics.median(r[1] for r in rs)
         w = statistics.median(r[2] for r in rs)
+        issue = statistics.median(r[3] for r in rs)
+        ggpu = statistics.median(r[4] for r in rs)
         row = {"backend": spec, "gemm_ms": g, "gemm_alone_ms": g0,
                "slowdown_pct": statistics.median(slow), "slowdown_p10": q[0],
                "slowdown_p90": q[-1], "comm_ms": c, "comm_alone_ms": alone_c,
-               "stretch": c / alone_c, "window_ms": w, "reps": args.reps}
+               "stretch": c / alone_c, "window_ms": w, "issue_ms": issue,
+               "gemm_gpu_ms": ggpu, "reps": args.reps}
         rows.append(row)
         if rank == 0:
             print(f"  {spec:>12} {g:>9.2f} {row['slowdown_pct']:>8.1f}% "
                   f"{q[0]:>6.1f}-{q[-1]:<5.1f}% {c:>9.2f} {alone_c:>9.2f} "
-                  f"{row['stretch']:>8.2f} {w:>10.2f}", flush=True)
+                  f"{row['stretch']:>8.2f} {w:>10.2f} {issue:>9.2f} {ggpu:>9.2f}", flush=True)
     if rank == 0 and args.csv:
         with open(args.csv, "a", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=list(rows[0]))
