@@ -80,7 +80,25 @@ def _table(tmp_path, intra: str, inter: str, lanes: str) -> str:
     return str(p)
 
 
-SPLIT = {"MCR_LOCAL_SIZE": "2", "MCR_HIER_CHUNK_BYTES": "64KiB"}
+SPLIT = {"MCR_LOCAL_SIZE": "2", "MCR_HIER_CHUNK_BYTES": "64KiB", "MCR_HIER_MAX_CHUNKS": "64"}
+
+
+@pytest.mark.parametrize("n,esize,chunk,most", [
+    (1000, 4, 1024, 4), (1000, 4, 1024, 1000), (1000, 2, float("inf"), 4), (7, 4, 4, 3),
+    (1, 8, 1024, 4), (64 << 20, 2, 4 << 20, 4), (64 << 20, 2, 4 << 20, 64)])
+def test_hier_chunks_tile_the_block_within_the_bounds(n, esize, chunk, most):
+    """Chunks tile a rank's block in order, no more of them than MCR_HIER_MAX_CHUNKS, none
+    smaller than MCR_HIER_CHUNK_BYTES but the last (each chunk costs a call of each part)."""
+    from mcr.backends.hier import HierBackend
+    from mcr.config import Config
+    hb = HierBackend(Config(hier_chunk_bytes=chunk, hier_max_chunks=most), {})
+    got = hb._chunks(n, esize)
+    assert [s for s, _ in got] == [sum(m for _, m in got[:i]) for i in range(len(got))]
+    assert sum(m for _, m in got) == n and len(got) <= most
+    assert all(m * esize >= min(chunk, n * esize) for _, m in got[:-1])
+    by_bytes = 1 if chunk == float("inf") else -(-n * esize // int(chunk))
+    if by_bytes <= most:     # below the bound, chunks by bytes alone
+        assert len(got) == by_bytes
 
 
 def test_hier_mpi_parts(tmp_path):

@@ -6,8 +6,10 @@ backend builds: so the dispatcher picks each part's library from the tables of t
 (copy engines or symmetric memory inside a node, NCCL or MPI between nodes; shared memory or
 Gloo on CPU). Every byte crosses the network once per remote node, as in a flat ring.
 
-Messages are cut into chunks (MCR_HIER_CHUNK_BYTES of each rank's block): the first part of
-every chunk is issued at once, and each later part of a chunk as soon as its previous part is
+Messages are cut into chunks (MCR_HIER_CHUNK_BYTES of each rank's block, in at most
+MCR_HIER_MAX_CHUNKS chunks: every chunk costs one call of each part on the host, ~0.1 ms with
+NCCL between nodes, which delays whatever the caller issues next): the first part of every chunk
+is issued at once, and each later part of a chunk as soon as its previous part is
 done, so the intra- and inter-node libraries run side by side. Those later parts are issued
 before the call returns: a host-progressed part blocks the host until its input is ready (a
 stream-ordered one only orders the stream), which keeps every rank issuing the parts in program
@@ -39,6 +41,7 @@ class HierBackend(Backend):
 
     def __init__(self, cfg: Config, registry: dict[str, Backend]) -> None:
         self.chunk_bytes = cfg.hier_chunk_bytes   # inf: no pipelining
+        self.max_chunks = cfg.hier_max_chunks
         self.registry = registry    # every backend, to bind the groups this one builds
 
     def bind(self, spec: Spec) -> Any:
@@ -72,7 +75,7 @@ class HierBackend(Backend):
 
     def _chunks(self, n: int, esize: int) -> list[tuple[int, int]]:
         """(start, length) in elements of each chunk of a rank's block of n elements."""
-        step = max(1, int(min(self.chunk_bytes, n * esize) // esize))
+        step = max(1, int(min(self.chunk_bytes, n * esize) // esize), -(-n // self.max_chunks))
         return [(s, min(step, n - s)) for s in range(0, n, step)]
 
     @staticmethod
