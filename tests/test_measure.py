@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from conftest import run_torchrun
 
 from mcr.measure.engine import Timing
@@ -13,6 +14,15 @@ from mcr.measure.turns import turn_orders
 def test_backends_take_turns_sample_by_sample_on_gloo():
     out = run_torchrun(2, "measure_worker.py", timeout=180)
     assert out.count(": ok, auto/gloo") == 2, out[-2000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_overlap_load_covers_the_call():
+    """The overlap profile's GEMMs cover the first serving backend's call alone, the slowest
+    rank's count on every rank; one GEMM without `cover`. 2 ranks may share one GPU."""
+    out = run_torchrun(2, "load_worker.py", timeout=180)
+    assert out.count("load ok") == 2, out[-3000:]
 
 
 def test_speedup_pairs_samples_taken_together_else_rounds():

@@ -53,8 +53,12 @@ def tune_parser() -> argparse.ArgumentParser:
     ap.add_argument("--fresh", action="store_true",
                     help="ignore rows of an interrupted run instead of resuming from them")
     ap.add_argument("--profiles", default="standalone",
-                    help="standalone and/or overlap (CUDA: beside a GEMM, whole window scored)")
+                    help="standalone and/or overlap (CUDA: beside GEMMs, whole window scored)")
     ap.add_argument("--overlap-ops", default="all_gather,reduce_scatter")
+    ap.add_argument("--overlap-load", choices=("one", "cover"), default="one",
+                    help="GEMMs beside each call of the overlap profile: one 4096^3 GEMM, or "
+                         "cover: as many as last the first backend's call alone (a layer's "
+                         "compute beside its prefetch; measured, not adopted: NOTES.md)")
     ap.add_argument("--bisect-ratio", type=float, default=1.5,
                     help="search boundaries until neighbours with different winners are this "
                          "close (size ratio)")

@@ -109,14 +109,17 @@ class Measurer:
         bes = [b for b in backends or self.backends if timed_as(b, key, self.backends) == b]
         case = BENCHES[p.op].setup(ctx, size)
         if p.profile == "overlap":
-            case = under_load(ctx, case)
+            case = under_load(ctx, case,
+                              cover=bes if getattr(self.args, "overlap_load", "one") == "cover"
+                              else None)
         got = measure_size(ctx, case, bes, self.args, rounds or self.args.rounds)
         timed = [b for b in bes if isinstance(got.get(b), Timing)]
         if not timed:   # every backend declined this size: no rule can come from it
             self.tick(1)
             return []
         rows = [dict(make_row(BENCHES[p.op], ctx, size, be, got[be], got[timed[0]], self.args),
-                     profile=p.profile, **{"pass": kind}) for be in timed]
+                     profile=p.profile, load_gemms=case.load_gemms, **{"pass": kind})
+                for be in timed]
         self.sink(rows)
         self.tick(1)
         return rows
