@@ -7,7 +7,8 @@ import torch
 
 import mcr.comm as dist
 from mcr.errors import BackendUnavailable
-from mcr.measure.engine import Case, make_ctx, parser, under_load
+from mcr.measure.engine import Case, make_ctx, parser
+from mcr.measure.load import under_load
 
 dist.init_distributed(verbose=False)
 ctx = make_ctx(parser("load worker").parse_args(["-d", "cuda"]))
