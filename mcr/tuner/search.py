@@ -26,7 +26,7 @@ from mcr.runtime import get as get_runtime
 
 from .decide import gaps, suspects, to_confirm, winners
 
-ROW_KEY = ("group", "op", "symm", "profile", "calls", "dtype", "bytes", "pass")
+ROW_KEY = ("group", "op", "symm", "profile", "load", "calls", "dtype", "bytes", "pass")
 _NUMERIC = {"ranks", "bytes", "iters", "batch", "graph", "rounds"}
 
 
@@ -99,8 +99,12 @@ class Measurer:
         """Rows of every backend (or those named) at one size of pass p (calls: sync or async,
         default the run's)."""
         ctx = dataclasses.replace(self.ctx, symm=p.symm, calls=calls or self.ctx.calls)
+        # The overlap profile's load is in the key: a resumed run with another --overlap-load
+        # measures its overlap rows again instead of replaying rows made under another load.
+        load = getattr(self.args, "overlap_load", "one") if p.profile == "overlap" else ""
         probe = {"group": ctx.label, "op": p.op, "symm": p.symm or "", "profile": p.profile,
-                 "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size, "pass": kind}
+                 "load": load, "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size,
+                 "pass": kind}
         cached = self.done.get(key_of(probe))
         if cached:
             self.replayed += 1
@@ -110,16 +114,15 @@ class Measurer:
         bes = [b for b in backends or self.backends if timed_as(b, key, self.backends) == b]
         case = BENCHES[p.op].setup(ctx, size)
         if p.profile == "overlap":
-            case = under_load(ctx, case,
-                              cover=bes if getattr(self.args, "overlap_load", "one") == "cover"
-                              else None)
+            case = under_load(ctx, case, cover=bes if load == "cover" else None)
         got = measure_size(ctx, case, bes, self.args, rounds or self.args.rounds)
         timed = [b for b in bes if isinstance(got.get(b), Timing)]
         if not timed:   # every backend declined this size: no rule can come from it
             self.tick(1)
             return []
         rows = [dict(make_row(BENCHES[p.op], ctx, size, be, got[be], got[timed[0]], self.args),
-                     profile=p.profile, load_gemms=case.load_gemms, **{"pass": kind})
+                     profile=p.profile, load=load, load_gemms=case.load_gemms,
+                     **{"pass": kind})
                 for be in timed]
         self.sink(rows)
         self.tick(1)
