@@ -154,6 +154,7 @@ def test_check_reports_regret_per_op(tmp_path):
 @pytest.mark.parametrize("args,says", [
     (["--ops", "all_reduce,allreduce"], "--ops allreduce: not an op it tunes"),
     (["--profiles", "overlap", "-d", "cpu"], "--profiles overlap needs CUDA tensors"),
+    (["--overlap-load", "cover"], "--overlap-load cover sets the overlap profile's load"),
     (["--out", "mcr/tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
     (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),

@@ -126,6 +126,9 @@ def validate(args: argparse.Namespace) -> None:
     if "overlap" in args.profiles.split(",") and not cuda:
         raise SystemExit("mcr-tune: --profiles overlap needs CUDA tensors (a GEMM beside the "
                          "call); CPU tables have the standalone profile only")
+    if args.overlap_load != "one" and "overlap" not in args.profiles.split(","):
+        raise SystemExit(f"mcr-tune: --overlap-load {args.overlap_load} sets the overlap "
+                         "profile's load; add --profiles standalone,overlap")
     if args.out:
         stem = Path(args.out)
         shipped = stem.resolve().parent == TABLES_DIR.resolve()
