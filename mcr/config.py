@@ -115,7 +115,7 @@ KNOBS = (
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
     Knob("MCR_LOCAL_SIZE", "local_size", int_from(1), "", True),
-    Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "4MiB", True),
+    Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "inf", True),
     Knob("MCR_HIER_MAX_CHUNKS", "hier_max_chunks", int_from(1), "4", True),
     Knob("MCR_LANE_SPIN_US", "lane_spin_us", int_from(0), "", False),
 )
@@ -154,7 +154,7 @@ class Config:
     nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
     fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size
     local_size: int | None = None                 # ranks per node (None: host names)
-    hier_chunk_bytes: float = 4 * 2**20           # hier pipeline chunk per rank block
+    hier_chunk_bytes: float = float("inf")        # hier pipeline chunk per rank block
     hier_max_chunks: int = 4                      # most chunks a hier call is cut into
     lane_spin_us: int | None = None               # idle lane helpers spin (None: by cores)
 

@@ -6,10 +6,11 @@ backend builds: so the dispatcher picks each part's library from the tables of t
 (copy engines or symmetric memory inside a node, NCCL or MPI between nodes; shared memory or
 Gloo on CPU). Every byte crosses the network once per remote node, as in a flat ring.
 
-Messages are cut into chunks (MCR_HIER_CHUNK_BYTES of each rank's block, in at most
-MCR_HIER_MAX_CHUNKS chunks: every chunk costs one call of each part on the host, ~0.1 ms with
-NCCL between nodes, which delays whatever the caller issues next): the first part of every chunk
-is issued at once, and each later part of a chunk as soon as its previous part is
+Messages may be cut into chunks (MCR_HIER_CHUNK_BYTES of each rank's block, default one chunk,
+in at most MCR_HIER_MAX_CHUNKS: every chunk costs one call of each part on the host, 0.1-0.3 ms
+with NCCL between nodes, which delays whatever the caller issues next; on 4 GPUs as 2 nodes over
+sockets, chunks bought no speed and cost that host time, NOTES.md): the first part of every
+chunk is issued at once, and each later part of a chunk as soon as its previous part is
 done, so the intra- and inter-node libraries run side by side. Those later parts are issued
 before the call returns: a host-progressed part blocks the host until its input is ready (a
 stream-ordered one only orders the stream), which keeps every rank issuing the parts in program
