@@ -12,8 +12,10 @@
 #   overlap  the overlap benchmark (20 GEMMs + 10 x 256 MiB all-gathers): the GEMM slowdown
 #            under hier against under flat NCCL (acceptance: hier's <= half of NCCL's)
 #   overlap_parts, osu_parts  the overlap benchmark (5 repetitions) and OSU from 8 MiB (3
-#            rounds) again under each of KNOBS (default: one chunk a call, at most 16 chunks,
-#            the copy engines' memops sync, which uses no SM), flat NCCL beside hier each time
+#            rounds) again under each of KNOBS (default: 16 MiB chunks, 4 MiB chunks with up to
+#            16 a call, the copy engines' memops sync, which uses no SM; hier's own default is one
+#            chunk a call; an entry sets several variables comma-joined), flat NCCL beside hier
+#            each time
 # SMOKE=1 narrows the OSU sizes to 1..16 MiB and the overlap to 3 repetitions.
 set -uo pipefail
 . benchmarks/gpu_env.sh
@@ -66,16 +68,16 @@ if has overlap; then
   TAILN=12 step overlap 400 $RUN -m benchmarks.overlap --backend nccl,hier --reps "$REPS" \
     --csv "$W/overlap_hier.csv"
 fi
-KNOBS=${KNOBS:-MCR_HIER_MAX_CHUNKS=1 MCR_HIER_MAX_CHUNKS=16 MCR_SDMA_SYNC=memops}
+KNOBS=${KNOBS:-MCR_HIER_CHUNK_BYTES=16MiB MCR_HIER_CHUNK_BYTES=4MiB,MCR_HIER_MAX_CHUNKS=16 MCR_SDMA_SYNC=memops}
 for part in overlap_parts osu_parts; do
   has $part || continue
   for knob in $KNOBS; do
-    tag=$(echo "${knob#MCR_}" | tr 'A-Z=' 'a-z_')
+    tag=$(echo "${knob//MCR_/}" | tr 'A-Z=,' 'a-z__')
     if [ $part = overlap_parts ]; then
-      ( export "$knob"; TAILN=4 step "overlap_$tag" 200 $RUN -m benchmarks.overlap \
+      ( export ${knob//,/ }; TAILN=4 step "overlap_$tag" 200 $RUN -m benchmarks.overlap \
           --backend nccl,hier --reps 5 --csv "$W/overlap_$tag.csv" )
     else
-      ( export "$knob"; TAILN=12 step "osu_$tag" 200 $RUN -m benchmarks.osu_allgather -d cuda \
+      ( export ${knob//,/ }; TAILN=12 step "osu_$tag" 200 $RUN -m benchmarks.osu_allgather -d cuda \
           -t bfloat16 -c -m 8MiB:256MiB -f 2 -i 10 -x 2 --max-seconds 0.5 --rounds 3 \
           --backend nccl,hier --csv "$W/osu_$tag.csv" )
     fi

@@ -18,7 +18,7 @@
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
-declare -A EST=([tune]=470 [osu]=150 [overlap]=30 [steps]=250 [hier]=300 [exact]=60)
+declare -A EST=([tune]=470 [osu]=150 [overlap]=30 [steps]=250 [hier]=160 [exact]=60)
 . benchmarks/gpu_env.sh
 CLASS=$(system_class)
 fresh() { ls /tmp/gpu_tune/"${CLASS}_np$N".yaml 2>/dev/null || echo "mcr/tuning_tables/${CLASS}_np$N.yaml"; }
