@@ -101,7 +101,7 @@ class Measurer:
         ctx = dataclasses.replace(self.ctx, symm=p.symm, calls=calls or self.ctx.calls)
         # The overlap profile's load is in the key: a resumed run with another --overlap-load
         # measures its overlap rows again instead of replaying rows made under another load.
-        load = getattr(self.args, "overlap_load", "one") if p.profile == "overlap" else ""
+        load = self.args.overlap_load if p.profile == "overlap" else ""
         probe = {"group": ctx.label, "op": p.op, "symm": p.symm or "", "profile": p.profile,
                  "load": load, "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size,
                  "pass": kind}
