@@ -172,19 +172,26 @@ class _SymmKernelsStandin:
         self._staged("two_shot", symm, op, name, out)
 
 
+def _cpu_staging(graphs: GraphCache, ll: object = None) -> object:
+    """symm's per-group state as the CPU tests need it: its buffers on the CPU, graphs and the
+    low-latency kernel stood in or off (both need CUDA)."""
+    from mcr.backends.symm import _Staging
+    st = _Staging.__new__(_Staging)
+    st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
+    st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
+    st.graphs, st.ll, st.calls = graphs, ll, 0
+    st.dev, st.last_sid = torch.device("cpu"), None   # streams need CUDA
+    return st
+
+
 def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
     """symm's cached plans (by shape, dtype and 16-element offset) pick the kernel form per
     call; on CPU with the kernels stood in, every form gives 2 x input (sum) or input (avg),
     whatever order calls of different shapes, offsets and dtypes come in."""
-    from mcr.backends.symm import _Staging
     from mcr.config import Config
     be = SymmBackend.__new__(SymmBackend)
     be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
-    st = _Staging.__new__(_Staging)
-    st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
-    st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
-    st.graphs = GraphCache(0, torch.device("cpu"))   # graphs need CUDA: every call direct
-    st.dev, st.last_sid = torch.device("cpu"), None  # so do streams
+    st = _cpu_staging(GraphCache(0, torch.device("cpu")))   # every call direct
     monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
@@ -202,6 +209,46 @@ def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyP
         assert torch.equal(x, want), (dt, n, off, op)
     assert set(be.ops.calls) == {"copy_in", "one_shot", "two_shot"}
     assert len(st.plans) == len({(dt, n, off % 16) for dt, n, off, _ in cases})
+
+
+class _LLStandin:
+    """Stand-in for symm_ll.LLGroup (its kernel needs CUDA and peers): a group of 2 whose peer
+    holds the same input."""
+
+    def __init__(self, ll_bytes: int) -> None:
+        self.ll_bytes, self.calls = ll_bytes, 0
+
+    def issue(self, t: torch.Tensor, avg: bool) -> None:
+        self.calls += 1
+        if not avg:
+            t.mul_(2)
+
+
+def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls up to MCR_SYMM_LL_BYTES take the low-latency kernel until the group's call count
+    reaches CALL_LIMIT (its per-block numbers would then come round to lines still holding
+    them); from that call on every size takes torch's kernels, the cached plans and graphs that
+    named the kernel are gone, the summary says why, and every result stays right."""
+    from mcr.config import Config
+    monkeypatch.setattr("mcr.backends.symm.CALL_LIMIT", 6)
+    be = SymmBackend.__new__(SymmBackend)
+    be.cfg = Config(symm_max_bytes=1 << 20)
+    ll = _LLStandin(4096)
+    st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
+    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
+    be.ops = _SymmKernelsStandin(st.buf)
+    be._copy_in_kernel, be._groups = True, {3: st}
+    g = SimpleNamespace(id=3, size=2)
+    for i in range(10):
+        for n in (1000, 4000):   # 2,000 bytes: the low-latency kernel while it serves; 8,000: never
+            x = torch.arange(n, dtype=torch.bfloat16) + i
+            want = x * 2
+            be.all_reduce(x, tdist.ReduceOp.SUM, g, sync=True)
+            assert torch.equal(x, want), (i, n)
+    assert ll.calls == 3                 # calls 1, 3 and 5 of the group; the 6th retires it
+    assert st.ll is None and "calls made" in be.summary_lines()[0]
+    assert be.ops.calls.count("copy_in") == 10 + 7
 
 
 class _GraphStandin:
@@ -275,15 +322,10 @@ def test_symm_replays_read_new_data_per_key(monkeypatch: pytest.MonkeyPatch) -> 
     """symm with graphs on (CUDA capture stood in): the same tensor again with new data, sum and
     avg on the same address, views at other offsets: every result is 2 x input (sum) or the
     input (avg), and repeated keys were replayed."""
-    from mcr.backends.symm import _Staging
     from mcr.config import Config
     be = SymmBackend.__new__(SymmBackend)
     be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
-    st = _Staging.__new__(_Staging)
-    st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
-    st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
-    st.graphs, _ = _standin_graphs(monkeypatch, capacity=64)
-    st.dev, st.last_sid = torch.device("cpu"), None   # streams need CUDA
+    st = _cpu_staging(_standin_graphs(monkeypatch, capacity=64)[0])
     monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
     monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
     be.ops = _SymmKernelsStandin(st.buf)

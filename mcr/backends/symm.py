@@ -1,8 +1,10 @@
-"""`symm`: small all-reduces on torch symmetric-memory kernels (one-shot / two-shot).
+"""`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (symm_ll.py) up
+to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above.
 
-A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES); the one-shot kernel copies
-the caller's tensor into it itself (`one_shot_all_reduce_copy_out`), so an aligned small
-all-reduce is one kernel. The kernels sum in bf16/fp32; avg is a sum and one division.
+A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES), with the low-latency
+kernel's receive regions after it; torch's one-shot kernel copies the caller's tensor into it
+itself (`one_shot_all_reduce_copy_out`), so an aligned small all-reduce is one kernel. The
+kernels sum in bf16/fp32; avg is a sum and one division.
 
 A small all-reduce is host-bound: torch's op cost ~11 us of host time per call on the H100 host,
 a replay of the same call captured in a CUDA graph ~5 us (NOTES.md, "symm calls replayed from
@@ -24,6 +26,7 @@ from ..work import StreamId, Work, follow_stream, stream_of
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 from .graphs import GraphCache
+from .symm_ll import CALL_LIMIT, LLGroup, region_bytes, unavailable
 
 R = tdist.ReduceOp
 _AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
@@ -37,25 +40,46 @@ def _align(x: int) -> int:
     return 1
 
 
-# How a call's all-reduce runs, by (shape, dtype, offset): one kernel that copies the input in
-# itself, staged (copy in, then a one- or two-shot kernel), or padded to 16 bytes.
-_COPY_IN, _STAGED, _PADDED = 0, 1, 2
+# How a call's all-reduce runs, by (shape, dtype, offset): mcr's low-latency kernel, one torch
+# kernel that copies the input in itself, staged (copy in, then a one- or two-shot kernel), or
+# padded to 16 bytes.
+_LL, _COPY_IN, _STAGED, _PADDED = 3, 0, 1, 2
 
 
 class _Staging:
-    """The group's symmetric staging buffer, a same-size scratch output, the plan of each
-    kind of call seen (cached: slicing, viewing and alignment tests cost microseconds per call
-    on a slow host, NOTES.md v9), and the calls captured as CUDA graphs."""
+    """The group's symmetric staging buffer, a same-size scratch output, the low-latency
+    kernel's state, the plan of each kind of call seen (cached: slicing, viewing and alignment
+    tests cost microseconds per call on a slow host, NOTES.md v9), and the calls captured as
+    CUDA graphs."""
 
-    def __init__(self, pg: tdist.ProcessGroup, nbytes: int, graphs: int) -> None:
+    def __init__(self, pg: tdist.ProcessGroup, nbytes: int, cfg: Config) -> None:
         self.dev = torch.device("cuda", torch.cuda.current_device())
-        self.buf = symm_empty(nbytes, self.dev)
-        rendezvous(self.buf, pg)
-        self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.dev)
         self.name = pg.group_name
+        ll_bytes, self.why_not_ll = _ll_bytes(pg, cfg)
+        off = -(-nbytes // 256) * 256
+        self.buf = symm_empty(off + (region_bytes(ll_bytes, pg.size()) if ll_bytes else 0),
+                              self.dev)
+        if ll_bytes:
+            # Zero lines carry call number 0, which no call uses; zeroed before any peer can
+            # learn the address (the rendezvous below), so no peer's line is overwritten.
+            self.buf[off:].zero_()
+            torch.cuda.current_stream(self.dev).synchronize()
+        hdl = rendezvous(self.buf, pg)
+        self.ll = LLGroup(self.buf, off, list(hdl.buffer_ptrs), pg.rank(), ll_bytes,
+                          cfg.timeout_s) if ll_bytes else None
+        self.calls = 0
+        self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.dev)
         self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
-        self.graphs = GraphCache(graphs, self.dev)
+        self.graphs = GraphCache(int(cfg.symm_graphs), self.dev)
         self.last_sid: StreamId | None = None   # the stream of the group's last call
+
+    def retire_ll(self) -> None:
+        """Leave the low-latency kernel for good (its call numbers would come round): every
+        rank counts the same calls, so all leave at the same one."""
+        self.ll = None
+        self.why_not_ll = f"{CALL_LIMIT} calls made; its call numbers would repeat"
+        self.plans.clear()
+        self.graphs.clear()
 
     def remember(self, key: tuple, plan: tuple[int, torch.Tensor, Any]
                  ) -> tuple[int, torch.Tensor, Any]:
@@ -64,6 +88,21 @@ class _Staging:
             self.plans.clear()
         self.plans[key] = plan
         return plan
+
+
+def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
+    """(MCR_SYMM_LL_BYTES, None) where every rank of pg can run the low-latency kernel, else
+    (0, why not): a rank that ran it while a peer ran torch's would wait for lines that never
+    come."""
+    want = int(min(cfg.symm_ll_bytes, cfg.symm_max_bytes))
+    if not want:
+        return 0, "MCR_SYMM_LL_BYTES=0"
+    why = unavailable()
+    ok = torch.tensor([0 if why else 1], device=torch.device("cuda", torch.cuda.current_device()))
+    tdist.all_reduce(ok, op=R.MIN, group=pg)
+    if not int(ok.item()):
+        return 0, why or "a peer cannot run the low-latency kernel (its summary says why)"
+    return want, None
 
 
 class SymmBackend(Backend):
@@ -108,6 +147,8 @@ class SymmBackend(Backend):
         size_al = _align(nbytes)
         fits = size_al >= max(4, es) and _align((t.storage_offset() & 15) * es) >= size_al
         two_shot = nbytes >= self.cfg.symm_two_shot_bytes and size in (2, 4, 8)
+        if st.ll is not None and nbytes <= st.ll.ll_bytes:
+            return _LL, st.buf, None
         if fits and not two_shot and self._copy_in_kernel:
             return _COPY_IN, st.buf[:nbytes].view(t.dtype).view(t.shape), None
         if fits:
@@ -119,8 +160,11 @@ class SymmBackend(Backend):
         return _PADDED, st.buf[:padded].view(t.dtype), st.scratch[:padded].view(t.dtype)
 
     def summary_lines(self) -> list[str]:
-        """How each group's calls ran: directly or replayed from captured graphs."""
-        return [f"symm, group {gid}: {st.graphs.note()}"
+        """How each group's calls ran: directly or replayed from captured graphs, and up to
+        which size on the low-latency kernel."""
+        return [f"symm, group {gid}: {st.graphs.note()}; "
+                + (f"calls to {st.ll.ll_bytes} bytes on mcr's low-latency kernel" if st.ll
+                   else f"torch's kernels only: {st.why_not_ll}")
                 for gid, st in sorted(self._groups.items())]
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
@@ -129,8 +173,10 @@ class SymmBackend(Backend):
         st = self._groups.get(g.id)
         if st is None:
             st = self._groups[g.id] = _Staging(g.handles[self.name],
-                                               int(self.cfg.symm_max_bytes) + 16,
-                                               int(self.cfg.symm_graphs))
+                                               int(self.cfg.symm_max_bytes) + 16, self.cfg)
+        st.calls += 1
+        if st.calls == CALL_LIMIT and st.ll is not None:
+            st.retire_ll()
         # Calls on two streams would otherwise share the staging buffer and the kernel's signal
         # pad at once.
         sid = st.last_sid = follow_stream(st.last_sid, st.dev.index)
@@ -157,6 +203,9 @@ class SymmBackend(Backend):
                avg: bool, size: int) -> None:
         """Enqueue the all-reduce of t on the current stream."""
         form, stage, how = plan
+        if form == _LL:
+            st.ll.issue(t, avg)
+            return
         if form == _COPY_IN:
             # The common small case: one kernel, no Python-side views of t.
             self.ops.one_shot_all_reduce_copy_out(stage, t, "sum", st.name, t)

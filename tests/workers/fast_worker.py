@@ -8,6 +8,7 @@ tolerance on random data. Prints one `OK <n> checks` line per rank, or raises na
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import re
@@ -332,19 +333,30 @@ def t_symm_streams(numel: int, trials: int = 40) -> None:
 
 
 def t_symm() -> None:
-    """symm against NCCL: every size form and offset, repeated buffers (graph replays), and
+    """symm against NCCL: every size form and offset (the low-latency kernel's sizes, its
+    limit, torch's kernels' above, in turn on one group), repeated buffers (graph replays), and
     calls on two streams."""
     for dt in (torch.bfloat16, torch.float32):
-        for n in (1, 2, 3, 8, 1000, 4096, 65536, 131072 + 1, 262144):
+        for n in (1, 2, 3, 8, 1000, 4096, 65536, 65537, 131072 + 1, 262144):
             if n * torch.empty((), dtype=dt).element_size() <= 1 << 20:
                 t_all_reduce("symm", dt, n)
-        t_all_reduce("symm", dt, 4096, offset=1)
+        for off in (1, 3):
+            t_all_reduce("symm", dt, 4099, offset=off)
     before = graph_replays("symm")
-    for dt, n in ((torch.bfloat16, 1), (torch.bfloat16, 4099), (torch.float32, 65536)):
+    for dt, n in ((torch.bfloat16, 1), (torch.bfloat16, 4099), (torch.float32, 65536),
+                  (torch.bfloat16, 300000)):
         t_symm_repeat(n, dt)
     if from_env().symm_graphs and graph_replays("symm") == before:
         raise AssertionError("symm repeat: no call was replayed from a CUDA graph")
+    t_symm_streams(1 << 16)
     t_symm_streams(1 << 19)
+    note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)
+                    if r["kind"] == "note" and r["backend"] == "symm")
+    if (from_env().symm_ll_bytes and importlib.util.find_spec("cupy")
+            and "on mcr's low-latency kernel" not in note):
+        raise AssertionError(f"symm: the low-latency kernel did not serve ({note})")
+    if ME == 0:
+        print(f"symm: {note}", flush=True)
 
 
 def main() -> None:

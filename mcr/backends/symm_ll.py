@@ -1,0 +1,89 @@
+"""symm's low-latency all-reduce: each rank pushes its data to its peers with the call's number
+in every line (symm_ll.cu), so a small all-reduce needs no barrier.
+
+torch's one-shot kernel takes ~10 us on 2 H200s at any small size: a barrier before it reads its
+peers' buffers, one after (NOTES.md, "symm's small all-reduce without barriers"). Here the data
+carries its own signal: one one-way trip over NVLink. Lines are twice the data's size, so this
+form serves small calls only (MCR_SYMM_LL_BYTES). The kernel is CUDA C++ compiled once per
+process with CuPy's NVRTC; without CuPy symm keeps torch's kernels for every size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+THREADS = 512
+MAX_BLOCKS = 64        # co-resident on any GPU this serves, so no block waits on an unstarted one
+LINE = 16              # bytes a line takes in a receive region: 8 of data, two 4-byte numbers
+CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
+_KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_all_reduce_f32",
+                                    torch.bfloat16: "mcr_ll_all_reduce_bf16"}
+_MODULE: list[Any] = []   # the compiled module, once per process
+_WHY_NOT: list[str] = []  # or why it could not be built
+
+
+def unavailable() -> str | None:
+    """Why this process cannot run the kernel (no CuPy, a compile error), or None."""
+    if _MODULE or _WHY_NOT:
+        return _WHY_NOT[0] if _WHY_NOT else None
+    try:
+        import cupy
+        src = (Path(__file__).with_name("symm_ll.cu")).read_text()
+        mod = cupy.RawModule(code=src, options=("--std=c++17",))
+        _MODULE.append({dt: mod.get_function(name) for dt, name in _KERNELS.items()})
+    except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels
+        _WHY_NOT.append(f"the low-latency kernel is unavailable ({type(e).__name__}: {e})")
+        return _WHY_NOT[0]
+    return None
+
+
+def region_bytes(ll_bytes: int, world: int) -> int:
+    """Receive-region bytes per rank for calls up to ll_bytes on `world` ranks."""
+    return 2 * world * _cap(ll_bytes) * LINE
+
+
+def _cap(ll_bytes: int) -> int:
+    return -(-ll_bytes // 8)
+
+
+def grid(nbytes: int) -> int:
+    """Blocks for a call of nbytes: one 8-byte word per thread up to MAX_BLOCKS, then strided.
+    Depends on the size alone: every rank launches the same grid, which the per-block call
+    numbers need."""
+    words = -(-nbytes // 8)
+    return max(1, min(MAX_BLOCKS, -(-words // THREADS)))
+
+
+class LLGroup:
+    """One group's receive regions (inside symm's staging buffer), its peers' addresses and the
+    per-block call counters."""
+
+    def __init__(self, buf: torch.Tensor, offset: int, ptrs: list[int], rank: int,
+                 ll_bytes: int, timeout_s: float) -> None:
+        """buf[offset:] holds this rank's region (zeroed before the handles were exchanged);
+        ptrs are the ranks' buffer base addresses."""
+        import cupy
+        self.cupy = cupy
+        dev = buf.device
+        self.regions = torch.tensor([p + offset for p in ptrs], dtype=torch.int64, device=dev)
+        self.seqs = torch.zeros(MAX_BLOCKS, dtype=torch.int32, device=dev)
+        self.rank, self.world = rank, len(ptrs)
+        self.ll_bytes = ll_bytes
+        self.cap = _cap(ll_bytes)
+        self.timeout_ns = int(min(timeout_s, 2**63 / 1e9 - 1) * 1e9)
+        self.kernels = _MODULE[0]
+
+    def issue(self, t: torch.Tensor, avg: bool) -> None:
+        """Enqueue the in-place all-reduce of t (contiguous, bf16 or fp32) on the current
+        stream."""
+        cp = self.cupy
+        nbytes = t.numel() * t.element_size()
+        with cp.cuda.ExternalStream(torch.cuda.current_stream(t.device).cuda_stream):
+            self.kernels[t.dtype](
+                (grid(nbytes),), (THREADS,),
+                (cp.uint64(t.data_ptr()), cp.uint64(nbytes), cp.uint64(self.regions.data_ptr()),
+                 cp.int32(self.rank), cp.int32(self.world), cp.uint64(self.seqs.data_ptr()),
+                 cp.uint64(self.cap), cp.int32(1 if avg else 0), cp.uint64(self.timeout_ns)))
