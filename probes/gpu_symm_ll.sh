@@ -3,7 +3,9 @@
 # test: fast_worker --symm-only (every size form against NCCL, graph replays, two streams);
 # osu: OSU all-reduce 4 B to 1 MiB, NCCL and symm, with MCR_SYMM_LL_BYTES=0 (torch's kernels) and
 # 1MiB (the low-latency kernel to 1 MiB) alternated ROUNDS times (default 2);
-# small: issue 18's point, NCCL against the tuned dispatcher (benchmarks/gpu_small_ar.sh).
+# small: issue 18's point, NCCL against the tuned dispatcher (benchmarks/gpu_small_ar.sh);
+# probe: probes/probe_symm_ll.py (both kernels and NCCL in one process, interleaved; host and GPU
+# time per call).
 # Logs under $OUT. Run from the repo root on a GPU machine.
 set -uo pipefail
 . benchmarks/gpu_env.sh
@@ -26,6 +28,8 @@ for part in ${PARTS:-test osu small}; do
     done
     unset MCR_SYMM_LL_BYTES ;;
   small) RUNS=${RUNS:-2} bash benchmarks/gpu_small_ar.sh ;;
+  probe) TAILN=40 step probe 200 torchrun --standalone --nproc_per_node="$N" probes/probe_symm_ll.py \
+           --rounds "${PROBE_ROUNDS:-30}" ;;
   esac
   tar -cf "$OUT/results.tar" -C "$W" . 2>/dev/null
 done
