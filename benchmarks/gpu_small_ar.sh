@@ -2,8 +2,10 @@
 # Issue 18's small all-reduce point on this machine's GPUs with the shipped table: OSU-style
 # all-reduce 4 B to 256 KiB, NCCL against the tuned dispatcher (auto), 5 interleaved rounds,
 # repeated RUNS times (default 2) so NCCL's two modes (NOTES.md) show as they come. Logs under $OUT.
+# MCR_TUNING_TABLE, where set, is the table the dispatcher runs with.
 set -uo pipefail
 . benchmarks/gpu_env.sh
+[ -z "${MCR_TUNING_TABLE:-}" ] || X="$X -x MCR_TUNING_TABLE"
 W=$OUT/small_ar; mkdir -p "$W"
 for r in $(seq "${RUNS:-2}"); do
   timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$N" $X python3 -m benchmarks.osu_allreduce \
