@@ -57,6 +57,16 @@ def _bytes(name: str, raw: str) -> float:
         raise ValueError(f"{name}={raw!r}: {e}") from None
 
 
+def _bytes_or_auto(name: str, raw: str) -> float | None:
+    """A size, or `auto` (None): the consumer picks by the group's size."""
+    if raw == "auto":
+        return None
+    try:
+        return _bytes(name, raw)
+    except ValueError as e:
+        raise ValueError(f"{e}; or auto") from None
+
+
 def _size(name: str, raw: str) -> float:
     """A buffer's size: a whole, finite number of bytes (inf is for thresholds)."""
     n = _bytes(name, raw)
@@ -111,7 +121,7 @@ KNOBS = (
     Knob("MCR_SYMM_MAX_BYTES", "symm_max_bytes", _size, "1MiB", True),
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_SYMM_GRAPHS", "symm_graphs", int_from(0), "64", True),
-    Knob("MCR_SYMM_LL_BYTES", "symm_ll_bytes", _bytes, "256KiB", True),
+    Knob("MCR_SYMM_LL_BYTES", "symm_ll_bytes", _bytes_or_auto, "auto", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
@@ -151,7 +161,7 @@ class Config:
     symm_max_bytes: float = 2**20                 # symm staging buffer
     symm_two_shot_bytes: float = 512 * 2**10      # two-shot from here
     symm_graphs: int = 64                         # captured all-reduces kept per group
-    symm_ll_bytes: float = 256 * 2**10            # symm's low-latency kernel up to here
+    symm_ll_bytes: float | None = None            # symm's low-latency kernel up to here (auto)
     nccl_ce: bool = False                         # enable nccl_ce
     nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
     fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size

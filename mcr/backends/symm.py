@@ -26,7 +26,7 @@ from ..work import StreamId, Work, follow_stream, stream_of
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 from .graphs import GraphCache
-from .symm_ll import CALL_LIMIT, LLGroup, region_bytes, unavailable
+from .symm_ll import CALL_LIMIT, LLGroup, auto_bytes, region_bytes, unavailable
 
 R = tdist.ReduceOp
 _AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
@@ -94,7 +94,8 @@ def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
     """(MCR_SYMM_LL_BYTES, None) where every rank of pg can run the low-latency kernel, else
     (0, why not): a rank that ran it while a peer ran torch's would wait for lines that never
     come."""
-    want = int(min(cfg.symm_ll_bytes, cfg.symm_max_bytes))
+    asked = auto_bytes(pg.size()) if cfg.symm_ll_bytes is None else cfg.symm_ll_bytes
+    want = int(min(asked, cfg.symm_max_bytes))
     if not want:
         return 0, "MCR_SYMM_LL_BYTES=0"
     why = unavailable()

@@ -18,6 +18,10 @@ import torch
 THREADS = 512
 MAX_BLOCKS = 64        # co-resident on any GPU this serves, so no block waits on an unstarted one
 LINE = 16              # bytes a line takes in a receive region: 8 of data, two 4-byte numbers
+# MCR_SYMM_LL_BYTES=auto: the kernel serves while each rank pushes at most this much (2 x its
+# data to each peer). Measured (NOTES.md): faster than torch's one-shot kernel at 1 MiB on 2
+# ranks (2 MiB pushed) and 256 KiB on 4 (1.5 MiB); slower at 1 MiB on 4 (6 MiB).
+AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_all_reduce_f32",
                                     torch.bfloat16: "mcr_ll_all_reduce_bf16"}
@@ -38,6 +42,11 @@ def unavailable() -> str | None:
         _WHY_NOT.append(f"the low-latency kernel is unavailable ({type(e).__name__}: {e})")
         return _WHY_NOT[0]
     return None
+
+
+def auto_bytes(world: int) -> int:
+    """The largest call the kernel serves on `world` ranks under MCR_SYMM_LL_BYTES=auto."""
+    return AUTO_PUSH // (2 * (world - 1)) if world > 1 else AUTO_PUSH // 2
 
 
 def region_bytes(ll_bytes: int, world: int) -> int:
