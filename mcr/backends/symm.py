@@ -57,8 +57,7 @@ class _Staging:
         self.name = pg.group_name
         ll_bytes, self.why_not_ll = _ll_bytes(pg, cfg)
         off = -(-nbytes // 256) * 256
-        self.buf = symm_empty(off + (region_bytes(ll_bytes, pg.size()) if ll_bytes else 0),
-                              self.dev)
+        self.buf = symm_empty(off + region_bytes(ll_bytes, pg.size()), self.dev)
         if ll_bytes:
             # Zero lines carry call number 0, which no call uses; zeroed before any peer can
             # learn the address (the rendezvous below), so no peer's line is overwritten.
@@ -145,11 +144,11 @@ class SymmBackend(Backend):
         """(form, staging view, kernel) for calls like t on a group of `size`."""
         es = t.element_size()
         nbytes = t.numel() * es
+        if st.ll is not None and nbytes <= st.ll.ll_bytes:
+            return _LL, st.buf, None
         size_al = _align(nbytes)
         fits = size_al >= max(4, es) and _align((t.storage_offset() & 15) * es) >= size_al
         two_shot = nbytes >= self.cfg.symm_two_shot_bytes and size in (2, 4, 8)
-        if st.ll is not None and nbytes <= st.ll.ll_bytes:
-            return _LL, st.buf, None
         if fits and not two_shot and self._copy_in_kernel:
             return _COPY_IN, st.buf[:nbytes].view(t.dtype).view(t.shape), None
         if fits:

@@ -10,6 +10,7 @@ process with CuPy's NVRTC; without CuPy symm keeps torch's kernels for every siz
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +26,24 @@ AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_all_reduce_f32",
                                     torch.bfloat16: "mcr_ll_all_reduce_bf16"}
-_MODULE: list[Any] = []   # the compiled module, once per process
-_WHY_NOT: list[str] = []  # or why it could not be built
+
+
+@functools.cache
+def _build() -> tuple[dict[torch.dtype, Any] | None, str | None]:
+    """(the compiled kernels by dtype, None), or (None, why they cannot be built here): once
+    per process."""
+    try:
+        import cupy
+        src = Path(__file__).with_name("symm_ll.cu").read_text()
+        mod = cupy.RawModule(code=src, options=("--std=c++17",))
+        return {dt: mod.get_function(name) for dt, name in _KERNELS.items()}, None
+    except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels
+        return None, f"the low-latency kernel is unavailable ({type(e).__name__}: {e})"
 
 
 def unavailable() -> str | None:
     """Why this process cannot run the kernel (no CuPy, a compile error), or None."""
-    if _MODULE or _WHY_NOT:
-        return _WHY_NOT[0] if _WHY_NOT else None
-    try:
-        import cupy
-        src = (Path(__file__).with_name("symm_ll.cu")).read_text()
-        mod = cupy.RawModule(code=src, options=("--std=c++17",))
-        _MODULE.append({dt: mod.get_function(name) for dt, name in _KERNELS.items()})
-    except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels
-        _WHY_NOT.append(f"the low-latency kernel is unavailable ({type(e).__name__}: {e})")
-        return _WHY_NOT[0]
-    return None
+    return _build()[1]
 
 
 def auto_bytes(world: int) -> int:
@@ -83,7 +85,7 @@ class LLGroup:
         self.ll_bytes = ll_bytes
         self.cap = _cap(ll_bytes)
         self.timeout_ns = int(min(timeout_s, 2**63 / 1e9 - 1) * 1e9)
-        self.kernels = _MODULE[0]
+        self.kernels = _build()[0]
 
     def issue(self, t: torch.Tensor, avg: bool) -> None:
         """Enqueue the in-place all-reduce of t (contiguous, bf16 or fp32) on the current

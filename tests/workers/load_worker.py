@@ -1,4 +1,4 @@
-"""The overlap profile's load (mcr.measure.engine.under_load) on a GPU: with `cover` it queues
+"""The overlap profile's load (mcr.measure.load.under_load) on a GPU: with `cover` it queues
 as many GEMMs as cover the first serving backend's call alone (a declining one is skipped),
 every rank the same count; without, one GEMM. Calls stand in for a library by sleeping on the
 GPU for a set time, so the expected counts follow from timings taken here."""
