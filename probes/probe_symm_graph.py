@@ -20,7 +20,6 @@ Last, `churn`: what a key costs that is seen twice and never again (a capture an
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ import torch.distributed._symmetric_memory as symm_mem
 from mcr.backends.graphs import GraphCache
 from mcr.backends.symm import SymmBackend
 from mcr.config import Config
-from mcr.groups import Group
+from probes.probe_util import nccl_world
 
 
 def _time(fn: Callable[[], None], reps: int) -> tuple[float, float]:
@@ -54,18 +53,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    tdist.init_process_group("nccl")
-    pg = tdist.group.WORLD
-    rank, world = tdist.get_rank(), tdist.get_world_size()
-    dev = torch.device("cuda", torch.cuda.current_device())
+    pg, rank, world, dev, group = nccl_world()
     sizes = [int(s) for s in args.sizes.split(",")]
     stage = symm_mem.empty(max(sizes) // 2 + 8, dtype=torch.bfloat16, device=dev)
     symm_mem.rendezvous(stage, pg)
     kernel = torch.ops.symm_mem.one_shot_all_reduce_copy_out
     name = pg.group_name
     cache = GraphCache(16, dev)
-    group = Group(ranks=list(range(world)), rank=rank, handles={"symm": pg})
     backends = {n: SymmBackend(Config(symm_graphs=k, symm_max_bytes=max(sizes)))
                 for n, k in (("mcr symm backend", 64), ("mcr symm, no graphs", 0))}
     S = tdist.ReduceOp.SUM

@@ -17,7 +17,6 @@ on fresh random data is compared with NCCL's (bf16, tolerance of a rounded sum).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ import torch.distributed as tdist
 
 from mcr.backends.symm import SymmBackend
 from mcr.config import Config
-from mcr.groups import Group
+from probes.probe_util import nccl_world
 
 
 def _slowest(x: float) -> float:
@@ -67,13 +66,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    tdist.init_process_group("nccl")
-    pg = tdist.group.WORLD
-    rank, world = tdist.get_rank(), tdist.get_world_size()
-    dev = torch.device("cuda", torch.cuda.current_device())
+    pg, rank, world, dev, group = nccl_world()
     sizes = [int(s) for s in args.sizes.split(",")]
-    group = Group(ranks=list(range(world)), rank=rank, handles={"symm": pg})
     top = max(sizes)
     backends = {"symm torch kernels": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=0)),
                 "symm low-latency": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=top))}

@@ -3,13 +3,28 @@ variants in interleaved rounds under mpirun."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+import torch.distributed as tdist
 
 import mcr.comm as dist
+from mcr.groups import Group
+
+
+def nccl_world() -> tuple[tdist.ProcessGroup, int, int, torch.device, Group]:
+    """torch's NCCL world without an mcr session, one process per GPU under torchrun: (its
+    group, rank, world size, this rank's GPU, an mcr Group over it whose `symm` handle is that
+    group, so a SymmBackend object can be called on it directly)."""
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    tdist.init_process_group("nccl")
+    pg = tdist.group.WORLD
+    rank, world = tdist.get_rank(), tdist.get_world_size()
+    group = Group(ranks=list(range(world)), rank=rank, handles={"symm": pg})
+    return pg, rank, world, torch.device("cuda", torch.cuda.current_device()), group
 
 
 def say(*a: object) -> None:
