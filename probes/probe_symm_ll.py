@@ -1,8 +1,9 @@
 """symm's low-latency kernel against torch's one-shot kernel, in one process, interleaved.
 
 Two SymmBackends over the world group, one with MCR_SYMM_LL_BYTES=0 (torch's kernels) and one
-with the low-latency kernel to 1 MiB, and NCCL beside them; graphs on in both, as a training
-loop or OSU runs them. Per size and round, each variant is timed two ways:
+with the low-latency kernel to the largest size, and NCCL beside them; graphs on in both, as a
+training loop or OSU runs them (`--op all_gather` / `reduce_scatter`: NCCL and the low-latency
+kernel). Per size and round, each variant is timed two ways:
 
 - `call us`: --reps calls, then a device sync (host or device, whichever is slower);
 - `gpu us`: the same calls enqueued behind a 2 ms GPU sleep, timed by events from the sleep's
@@ -65,24 +66,46 @@ def main() -> None:
                     help="bytes, comma-separated")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--op", default="all_reduce",
+                    choices=["all_reduce", "all_gather", "reduce_scatter"],
+                    help="all-gather and reduce-scatter: NCCL against the low-latency kernel "
+                         "(sizes: the whole buffer, as nccl-tests counts)")
     args = ap.parse_args()
     pg, rank, world, dev, group = nccl_world()
     sizes = [int(s) for s in args.sizes.split(",")]
     top = max(sizes)
-    backends = {"symm torch kernels": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=0)),
-                "symm low-latency": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=top))}
+    ops = ("all_reduce", "all_gather", "reduce_scatter")
+    backends = {"symm low-latency": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=top,
+                                                       symm_ops=ops))}
+    if args.op == "all_reduce":
+        backends["symm torch kernels"] = SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=0))
     S = tdist.ReduceOp.SUM
     if rank == 0:
-        print(f"# {torch.cuda.get_device_name()} x{world}, torch {torch.__version__}, "
+        print(f"# {torch.cuda.get_device_name()} x{world}, torch {torch.__version__}, {args.op}, "
               f"{args.rounds} rounds x {args.reps} calls, bf16 sum, slowest rank", flush=True)
         print(f"# {'bytes':>7} {'variant':<20} {'call us':>8} {'spread':>13} {'gpu us':>7} "
               f"{'spread':>13}", flush=True)
     bad = []
     for nbytes in sizes:
-        t = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
-        variants = {"nccl (torch)": lambda: tdist.all_reduce(t, group=pg)}
+        per = max(1, nbytes // 2 // (1 if args.op == "all_reduce" else world))
+        t = torch.ones(per * (world if args.op == "reduce_scatter" else 1), dtype=torch.bfloat16,
+                       device=dev)
+        o = torch.empty(per * (world if args.op == "all_gather" else 1), dtype=torch.bfloat16,
+                        device=dev)
+
+        def call(b: SymmBackend | None) -> None:
+            if args.op == "all_reduce":
+                tdist.all_reduce(t, group=pg) if b is None else b.all_reduce(t, S, group,
+                                                                              sync=True)
+            elif args.op == "all_gather":
+                tdist.all_gather_into_tensor(o, t, group=pg) if b is None else \
+                    b.all_gather(o, t, group, sync=True)
+            else:
+                tdist.reduce_scatter_tensor(o, t, group=pg) if b is None else \
+                    b.reduce_scatter(o, t, S, group, sync=True)
+        variants = {"nccl (torch)": lambda: call(None)}
         for n, b in backends.items():
-            variants[n] = lambda b=b: b.all_reduce(t, S, group, sync=True)
+            variants[n] = lambda b=b: call(b)
         res: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in variants}
         for fn in variants.values():
             for _ in range(3):   # seen, captured, replayed
@@ -92,21 +115,24 @@ def main() -> None:
                 t.fill_(1.0 / 64)   # keeps the sums finite however many calls run
                 res[k][0].append(_call_us(fn, args.reps))
                 res[k][1].append(_gpu_us(fn, args.reps))
-        for k in backends:
+        for k, b in backends.items():
             torch.manual_seed(1000 * nbytes + rank)
-            x = torch.randn(t.shape, device=dev).to(torch.bfloat16)
-            ref = x.clone()
-            tdist.all_reduce(ref, group=pg)
-            t.copy_(x)
-            variants[k]()
+            t.copy_(torch.randn(t.shape, device=dev).to(torch.bfloat16))
+            call(None)
+            ref = (t if args.op == "all_reduce" else o).clone()
+            if args.op == "all_reduce":   # in place: the input again
+                torch.manual_seed(1000 * nbytes + rank)
+                t.copy_(torch.randn(t.shape, device=dev).to(torch.bfloat16))
+            call(b)
             torch.cuda.synchronize()
-            err = ((t.double() - ref.double()).norm() / ref.double().norm().clamp(min=1e-30))
+            got = t if args.op == "all_reduce" else o
+            err = ((got.double() - ref.double()).norm() / ref.double().norm().clamp(min=1e-30))
             if not err <= 2e-2:
                 bad.append(f"{k} at {nbytes} bytes: relative error {float(err):.2e}")
         if rank == 0:
-            for k, (call, gpu) in res.items():
-                qc, qg = statistics.quantiles(call, n=10), statistics.quantiles(gpu, n=10)
-                print(f"  {nbytes:>7} {k:<20} {statistics.median(call):>8.2f} "
+            for k, (call_t, gpu) in res.items():
+                qc, qg = statistics.quantiles(call_t, n=10), statistics.quantiles(gpu, n=10)
+                print(f"  {nbytes:>7} {k:<20} {statistics.median(call_t):>8.2f} "
                       f"{qc[0]:>6.2f}-{qc[-1]:<6.2f} {statistics.median(gpu):>7.2f} "
                       f"{qg[0]:>6.2f}-{qg[-1]:<6.2f}", flush=True)
     for line in backends["symm low-latency"].summary_lines():

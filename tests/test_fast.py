@@ -212,16 +212,29 @@ def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyP
 
 
 class _LLStandin:
-    """Stand-in for symm_ll.LLGroup (its kernel needs CUDA and peers): a group of 2 whose peer
-    holds the same input."""
+    """Stand-in for symm_ll.LLGroup (its kernel needs CUDA and peers): rank 0 of a group of 2
+    whose peer holds the same input. It checks what the kernel is handed: blocks of n bytes,
+    all-gather outputs 2 x n, reduce-scatter inputs 2 x n."""
 
     def __init__(self, ll_bytes: int) -> None:
-        self.ll_bytes, self.calls = ll_bytes, 0
+        self.ll_bytes, self.calls, self.ops = ll_bytes, 0, []
 
-    def issue(self, t: torch.Tensor, avg: bool) -> None:
+    def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool) -> None:
+        from mcr.backends import symm_ll as LL
         self.calls += 1
-        if not avg:
-            t.mul_(2)
+        self.ops.append(op)
+        assert src.is_contiguous() and dst.is_contiguous() and n <= self.ll_bytes
+        if op == LL.ALL_REDUCE:
+            assert src.data_ptr() == dst.data_ptr() and dst.nbytes == n
+            if not avg:
+                dst.mul_(2)
+        elif op == LL.ALL_GATHER:
+            assert src.nbytes == n and dst.nbytes == 2 * n
+            dst.view(2, -1).copy_(src.view(1, -1).expand(2, -1))
+        else:
+            assert op == LL.REDUCE_SCATTER and src.nbytes == 2 * n and dst.nbytes == n
+            mine = src.view(2, -1)[0]
+            dst.copy_(mine if avg else mine * 2)
 
 
 def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
@@ -246,9 +259,54 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
             want = x * 2
             be.all_reduce(x, tdist.ReduceOp.SUM, g, sync=True)
             assert torch.equal(x, want), (i, n)
-    assert ll.calls == 3                 # calls 1, 3 and 5 of the group; the 6th retires it
+    assert ll.calls == 3 and set(ll.ops) == {0}   # calls 1, 3 and 5; the 6th retires it
     assert st.ll is None and "calls made" in be.summary_lines()[0]
     assert be.ops.calls.count("copy_in") == 10 + 7
+
+
+def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MCR_SYMM_OPS adds all-gather and reduce-scatter to what symm serves (all-reduce only by
+    default); it declines blocks past the low-latency kernel's limit for the group's size (auto:
+    2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, and groups past 8
+    ranks. Served calls reach the kernel with blocks of n bytes and give the right results (the
+    kernel stood in)."""
+    from mcr.config import Config
+    from mcr.ops import make_key
+    S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
+    off = SymmBackend(Config())
+    assert off.serves == {"all_reduce"}
+    be = SymmBackend(Config(symm_ops=("all_reduce", "all_gather", "reduce_scatter")))
+    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter"}
+
+    def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
+        return make_key(op, ranks, nbytes, dtype, "cuda", redop, "standalone")
+    assert be.decline_key(key("all_gather", 2 * 2**20, 2, torch.uint8)) is None
+    assert "exceed" in be.decline_key(key("all_gather", 2 * 2**20 + 2, 2))
+    assert be.decline_key(key("all_gather", 4 * 349525, 4)) is None
+    assert "exceed" in be.decline_key(key("all_gather", 4 * 349526, 4))
+    assert "8 ranks" in be.decline_key(key("all_gather", 64, 16))
+    assert be.decline_key(key("reduce_scatter", 4096, 4, torch.float32, A)) is None
+    assert "sum" in be.decline_key(key("reduce_scatter", 4096, 4, redop=tdist.ReduceOp.MAX))
+    assert "bfloat16" in be.decline_key(key("reduce_scatter", 4096, 4, torch.float16, S))
+    ll = _LLStandin(1 << 20)
+    st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
+    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
+    be._groups = {3: st}
+    g = SimpleNamespace(id=3, size=2, handles={})
+    gen = torch.Generator().manual_seed(2)
+    for dt, n in ((torch.bfloat16, 1), (torch.float32, 1000), (torch.uint8, 7)):
+        x = torch.randint(0, 9, (n,), generator=gen).to(dt)
+        out = torch.full((2 * n,), 5, dtype=dt)
+        be.all_gather(out, x, g, sync=True)
+        assert torch.equal(out, torch.cat([x, x]))
+        if dt != torch.uint8:
+            for op in (S, A):
+                y = torch.randint(0, 9, (2 * n,), generator=gen).to(dt)
+                got = torch.empty(n, dtype=dt)
+                be.reduce_scatter(got, y, op, g, sync=True)
+                assert torch.equal(got, y[:n] * (2 if op is S else 1)), (dt, n, op)
+    assert ll.ops == [1, 2, 2, 1, 2, 2, 1]
 
 
 class _GraphStandin:
@@ -356,8 +414,12 @@ def test_mori_engine_against_standin() -> None:
 @pytest.mark.skipif(gpus() < 1, reason="needs a GPU")
 def test_symm_gpu() -> None:
     """symm against NCCL on every GPU of this node, one included: each size form and offset,
-    repeated buffers replayed from CUDA graphs, and calls on two streams left unordered."""
+    repeated buffers replayed from CUDA graphs, and calls on two streams left unordered; again
+    with all-gather and reduce-scatter on the low-latency kernel (MCR_SYMM_OPS)."""
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300)
+    assert out.count(" checks") == gpus()
+    out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300,
+                  env={"MCR_SYMM_OPS": "all_reduce,all_gather,reduce_scatter"})
     assert out.count(" checks") == gpus()
 
 

@@ -1,5 +1,6 @@
 """`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (symm_ll.py) up
-to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above.
+to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; with MCR_SYMM_OPS, small all-gathers
+and reduce-scatters on the low-latency kernel too.
 
 A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES), with the low-latency
 kernel's receive regions after it; torch's one-shot kernel copies the caller's tensor into it
@@ -21,8 +22,9 @@ import torch.distributed as tdist
 
 from ..config import Config
 from ..groups import Group, Spec
-from ..ops import ALL_REDUCE, CallKey
+from ..ops import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CallKey
 from ..work import StreamId, Work, follow_stream, stream_of
+from . import symm_ll as LL
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty
 from .graphs import GraphCache
@@ -89,12 +91,17 @@ class _Staging:
         return plan
 
 
+def ll_limit(cfg: Config, world: int) -> int:
+    """The largest block (bytes per rank) the low-latency kernel takes on `world` ranks."""
+    asked = auto_bytes(world) if cfg.symm_ll_bytes is None else cfg.symm_ll_bytes
+    return int(min(asked, cfg.symm_max_bytes))
+
+
 def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
     """(MCR_SYMM_LL_BYTES, None) where every rank of pg can run the low-latency kernel, else
     (0, why not): a rank that ran it while a peer ran torch's would wait for lines that never
     come."""
-    asked = auto_bytes(pg.size()) if cfg.symm_ll_bytes is None else cfg.symm_ll_bytes
-    want = int(min(asked, cfg.symm_max_bytes))
+    want = ll_limit(cfg, pg.size())
     if not want:
         return 0, "MCR_SYMM_LL_BYTES=0"
     why = unavailable()
@@ -106,7 +113,8 @@ def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
 
 
 class SymmBackend(Backend):
-    """Symmetric-memory all-reduce for small messages on one node."""
+    """Symmetric-memory all-reduce (and, with MCR_SYMM_OPS, all-gather and reduce-scatter) for
+    small messages on one node."""
 
     name = "symm"
     domain = STREAM
@@ -115,16 +123,28 @@ class SymmBackend(Backend):
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
+        self.serves = frozenset({ALL_REDUCE, *cfg.symm_ops})
         self._groups: dict[int, _Staging] = {}
         self.ops = torch.ops.symm_mem
         # Older torch lacks the variant that copies the input inside the kernel.
         self._copy_in_kernel = hasattr(self.ops, "one_shot_all_reduce_copy_out")
 
     def decline_key(self, key: CallKey) -> str | None:
-        """All-reduce, sum/avg, bf16/fp32, CUDA, at most MCR_SYMM_MAX_BYTES, 1..8 ranks (one rank:
-        the same kernel with a local barrier, which lets a one-GPU machine test this path)."""
+        """CUDA, 1..8 ranks (one rank: the same kernels with their peers' part left out, which
+        lets a one-GPU machine test this path); all-reduce sum/avg of bf16/fp32 up to
+        MCR_SYMM_MAX_BYTES; all-gather (any dtype) and reduce-scatter (as all-reduce) of blocks
+        the low-latency kernel takes."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
+        if not 1 <= key.group_size <= 8:
+            return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
+        if key.op != ALL_REDUCE:
+            block, most = key.nbytes // key.group_size, ll_limit(self.cfg, key.group_size)
+            if block > most:
+                return (f"{block} bytes per rank exceed what the low-latency kernel takes on "
+                        f"{key.group_size} ranks ({most}: MCR_SYMM_LL_BYTES)")
+            if key.op == ALL_GATHER:
+                return None
         if key.redop not in (R.SUM, R.AVG):
             return "symm kernels reduce with sum (avg = sum / n) only"
         if key.dtype not in DTYPES:
@@ -132,8 +152,6 @@ class SymmBackend(Backend):
         if key.nbytes > self.cfg.symm_max_bytes:
             return (f"{key.nbytes} bytes exceed the symmetric staging buffer "
                     f"(MCR_SYMM_MAX_BYTES={int(self.cfg.symm_max_bytes)})")
-        if not 1 <= key.group_size <= 8:
-            return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
         return None
 
     def bind(self, spec: Spec) -> Any:
@@ -170,16 +188,7 @@ class SymmBackend(Backend):
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """In-place all-reduce of t through the staging buffer (replayed from a graph where the
         call repeats)."""
-        st = self._groups.get(g.id)
-        if st is None:
-            st = self._groups[g.id] = _Staging(g.handles[self.name],
-                                               int(self.cfg.symm_max_bytes) + 16, self.cfg)
-        st.calls += 1
-        if st.calls == CALL_LIMIT and st.ll is not None:
-            st.retire_ll()
-        # Calls on two streams would otherwise share the staging buffer and the kernel's signal
-        # pad at once.
-        sid = st.last_sid = follow_stream(st.last_sid, st.dev.index)
+        st, sid = self._enter(g)
         avg = redop is _AVG
         if st.graphs.capacity > 0:
             # A graph names the tensor's memory, so its key holds the address (which also fixes
@@ -193,6 +202,49 @@ class SymmBackend(Backend):
             self._issue(st, t, self._plan_for(st, t, g.size), avg, g.size)
         return None if sync else self._stream_work("all_reduce", t.nbytes, g)
 
+    def _enter(self, g: Group) -> tuple[_Staging, StreamId]:
+        """The group's state (made at its first call, collectively), this call counted, and
+        the caller's stream, ordered after the group's last call's: calls on two streams would
+        otherwise share the staging buffer, the kernels' signal pad and receive regions at
+        once."""
+        st = self._groups.get(g.id)
+        if st is None:
+            st = self._groups[g.id] = _Staging(g.handles[self.name],
+                                               int(self.cfg.symm_max_bytes) + 16, self.cfg)
+        st.calls += 1
+        if st.calls == CALL_LIMIT and st.ll is not None:
+            st.retire_ll()
+        st.last_sid = follow_stream(st.last_sid, st.dev.index)
+        return st, st.last_sid
+
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
+                   sync: bool = False) -> Work:
+        """out <- every rank's inp in rank order, on the low-latency kernel (NCCL on the group
+        where its ranks cannot all run it)."""
+        st, sid = self._enter(g)
+        n = inp.numel() * inp.element_size()
+        if st.ll is None:
+            tdist.all_gather_into_tensor(out, inp, group=g.handles[self.name])
+        else:
+            st.graphs.run((ALL_GATHER, out.data_ptr(), inp.data_ptr(), n),
+                          lambda m: st.ll.issue(LL.ALL_GATHER, inp, out, n, False),
+                          lambda: stream_of(sid))
+        return None if sync else self._stream_work(ALL_GATHER, out.nbytes, g)
+
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
+                       sync: bool = False) -> Work:
+        """out <- this rank's block of the sum (avg) of every rank's inp, on the low-latency
+        kernel (NCCL on the group where its ranks cannot all run it)."""
+        st, sid = self._enter(g)
+        n, avg = out.numel() * out.element_size(), redop is _AVG
+        if st.ll is None:
+            tdist.reduce_scatter_tensor(out, inp, op=redop, group=g.handles[self.name])
+        else:
+            st.graphs.run((REDUCE_SCATTER, out.data_ptr(), inp.data_ptr(), n, out.dtype, avg),
+                          lambda m: st.ll.issue(LL.REDUCE_SCATTER, inp, out, n, avg),
+                          lambda: stream_of(sid))
+        return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
+
     def _plan_for(self, st: _Staging, t: torch.Tensor, size: int
                   ) -> tuple[int, torch.Tensor, Any]:
         """The cached plan for calls like t."""
@@ -204,7 +256,7 @@ class SymmBackend(Backend):
         """Enqueue the all-reduce of t on the current stream."""
         form, stage, how = plan
         if form == _LL:
-            st.ll.issue(t, avg)
+            st.ll.issue(LL.ALL_REDUCE, t, t, t.numel() * t.element_size(), avg)
             return
         if form == _COPY_IN:
             # The common small case: one kernel, no Python-side views of t.

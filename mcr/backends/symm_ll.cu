@@ -1,11 +1,17 @@
-// mcr's low-latency all-reduce for small messages (symm_ll.py compiles this with NVRTC).
+// mcr's low-latency collectives for small messages (symm_ll.py compiles this with NVRTC):
+// all-reduce, all-gather and reduce-scatter of a block of n bytes per rank.
 //
 // Each rank pushes its data into every peer's receive region as 16-byte lines that carry 8 bytes
 // of data and the call's sequence number twice (one per 8-byte half, each written whole). A
 // receiver polls its own memory until both halves of a line carry this call's number: the data
 // and the signal arrive in one write, so the call needs no barrier and costs one one-way NVLink
 // trip. Regions alternate by the number's parity: a rank writes the region of call k+2 only after
-// it received every peer's data of call k+1, which each peer sent after it had read call k's.
+// it received every peer's data of call k+1, which each peer sent after it had read call k's
+// (so every op here has every rank send to and receive from every peer: a broadcast, where only
+// the root sends, would let the root overwrite lines its peers have not read yet).
+//
+// Word i of a block is always handled by block (i / 512) % 64 of the grid, whatever the call's
+// size or op, so each line is written with one block's counter, whose numbers only grow.
 //
 // Every rank sums the ranks' values in rank order in fp32, so all ranks hold the same bits.
 
@@ -44,25 +50,24 @@ __device__ __forceinline__ uint2 get_line(u64 addr, u32 flag, u64 timeout_ns, in
   }
 }
 
-// 8 bytes of the tensor: vector access where aligned and whole, else 2-byte pieces (elements are
-// 2 or 4 bytes, so a tensor is always 2-byte aligned); bytes past the end read as zero.
-__device__ __forceinline__ uint2 load_word(const unsigned char* p, u64 i, u64 nbytes, bool al) {
-  if (al && (i + 1) * 8 <= nbytes) return *reinterpret_cast<const uint2*>(p + i * 8);
+// 8 bytes of a block: vector access where aligned and whole, else byte by byte (any dtype, any
+// offset); bytes past the end read as zero.
+__device__ __forceinline__ uint2 load_word(const unsigned char* p, u64 i, u64 nbytes) {
+  if (((u64)p & 7) == 0 && (i + 1) * 8 <= nbytes)
+    return *reinterpret_cast<const uint2*>(p + i * 8);
   uint2 w = make_uint2(0, 0);
-  unsigned short* h = reinterpret_cast<unsigned short*>(&w);
-  for (int b = 0; b < 4 && i * 8 + b * 2 < nbytes; ++b)
-    h[b] = *reinterpret_cast<const unsigned short*>(p + i * 8 + b * 2);
+  unsigned char* b = reinterpret_cast<unsigned char*>(&w);
+  for (int k = 0; k < 8 && i * 8 + k < nbytes; ++k) b[k] = p[i * 8 + k];
   return w;
 }
 
-__device__ __forceinline__ void store_word(unsigned char* p, u64 i, u64 nbytes, bool al, uint2 w) {
-  if (al && (i + 1) * 8 <= nbytes) {
+__device__ __forceinline__ void store_word(unsigned char* p, u64 i, u64 nbytes, uint2 w) {
+  if (((u64)p & 7) == 0 && (i + 1) * 8 <= nbytes) {
     *reinterpret_cast<uint2*>(p + i * 8) = w;
     return;
   }
-  const unsigned short* h = reinterpret_cast<const unsigned short*>(&w);
-  for (int b = 0; b < 4 && i * 8 + b * 2 < nbytes; ++b)
-    *reinterpret_cast<unsigned short*>(p + i * 8 + b * 2) = h[b];
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(&w);
+  for (int k = 0; k < 8 && i * 8 + k < nbytes; ++k) p[i * 8 + k] = b[k];
 }
 
 __device__ __forceinline__ float bf16_to_f(u32 h) { return __uint_as_float(h << 16); }
@@ -101,52 +106,67 @@ template <bool BF16> struct Acc {
   }
 };
 
-// regions: world addresses, each rank's receive area (2 parities x world sources x cap lines of
-// 16 bytes); seqs: one call counter per block, advanced by the block itself so that a replayed
-// CUDA graph numbers its calls right.
+enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2 };
+
+// One call of `op` on blocks of n bytes. all-reduce: src == dst, n bytes; all-gather: src n
+// bytes, dst world x n; reduce-scatter: src world x n, dst n. regions: world addresses, each
+// rank's receive area (2 parities x world sources x cap lines of 16 bytes); seqs: one call
+// counter per block, advanced by the block itself so that a replayed CUDA graph numbers its
+// calls right.
 template <bool BF16>
-__device__ __forceinline__ void ll_all_reduce(u64 data, u64 nbytes, const u64* regions, int rank,
-                                              int world, u32* seqs, u64 cap, int avg,
-                                              u64 timeout_ns) {
+__device__ __forceinline__ void ll_call(int op, u64 src, u64 dst, u64 n, const u64* regions,
+                                        int rank, int world, u32* seqs, u64 cap, int avg,
+                                        u64 timeout_ns) {
   __shared__ u32 s_seq;
   if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
   __syncthreads();
   const u32 seq = s_seq;
-  unsigned char* p = reinterpret_cast<unsigned char*>(data);
-  const bool al = (data & 7) == 0;
-  const u64 nwords = (nbytes + 7) / 8;
+  const unsigned char* in = reinterpret_cast<const unsigned char*>(src);
+  unsigned char* out = reinterpret_cast<unsigned char*>(dst);
+  const u64 nwords = (n + 7) / 8;
   const u64 area = (u64)(seq & 1) * world;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   for (u64 i = first; i < nwords; i += stride) {
-    const uint2 w = load_word(p, i, nbytes, al);
+    const uint2 w = op == REDUCE_SCATTER ? make_uint2(0, 0) : load_word(in, i, n);
     for (int q = 1; q < world; ++q) {
       const int peer = (rank + q) % world;
-      put_line(regions[peer] + ((area + rank) * cap + i) * 16, w, seq);
+      put_line(regions[peer] + ((area + rank) * cap + i) * 16,
+               op == REDUCE_SCATTER ? load_word(in + peer * n, i, n) : w, seq);
     }
+    if (op == ALL_GATHER) store_word(out + rank * n, i, n, w);
   }
   const u64 mine = regions[rank];
   for (u64 i = first; i < nwords; i += stride) {
+    if (op == ALL_GATHER) {
+      for (int s = 0; s < world; ++s)
+        if (s != rank)
+          store_word(out + s * n, i, n,
+                     get_line(mine + ((area + s) * cap + i) * 16, seq, timeout_ns, rank, s));
+      continue;
+    }
+    const unsigned char* own = op == REDUCE_SCATTER ? in + rank * n : in;
     Acc<BF16> acc;
     for (int s = 0; s < world; ++s) {
-      const uint2 w = s == rank ? load_word(p, i, nbytes, al)
+      const uint2 w = s == rank ? load_word(own, i, n)
                                 : get_line(mine + ((area + s) * cap + i) * 16, seq, timeout_ns,
                                            rank, s);
       if (s == 0) acc.set(w); else acc.add(w);
     }
-    store_word(p, i, nbytes, al, acc.get(avg, world));
+    store_word(out, i, n, acc.get(avg, world));
   }
   if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
 }
 
+// The fp32 form also serves all-gathers of any dtype: they move bytes and add nothing.
 extern "C" __global__ void __launch_bounds__(512)
-mcr_ll_all_reduce_f32(u64 data, u64 nbytes, const u64* regions, int rank, int world, u32* seqs,
-                      u64 cap, int avg, u64 timeout_ns) {
-  ll_all_reduce<false>(data, nbytes, regions, rank, world, seqs, cap, avg, timeout_ns);
+mcr_ll_f32(int op, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world, u32* seqs,
+           u64 cap, int avg, u64 timeout_ns) {
+  ll_call<false>(op, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-mcr_ll_all_reduce_bf16(u64 data, u64 nbytes, const u64* regions, int rank, int world, u32* seqs,
-                       u64 cap, int avg, u64 timeout_ns) {
-  ll_all_reduce<true>(data, nbytes, regions, rank, world, seqs, cap, avg, timeout_ns);
+mcr_ll_bf16(int op, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world, u32* seqs,
+            u64 cap, int avg, u64 timeout_ns) {
+  ll_call<true>(op, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
 }

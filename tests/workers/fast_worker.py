@@ -332,6 +332,30 @@ def t_symm_streams(numel: int, trials: int = 40) -> None:
         check(f"symm two streams #{it} n={numel} (second buffer)", y, ref_y)
 
 
+def t_symm_ll_ops(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
+    """symm all-gathers and reduce-scatters (MCR_SYMM_OPS) of the same buffers with new data
+    each time (captured on the second call, replayed after), against NCCL's."""
+    x = torch.empty(numel, dtype=dtype, device=DEV)
+    out = torch.empty(numel * N, dtype=dtype, device=DEV)
+    y = torch.empty(numel * N, dtype=dtype, device=DEV)
+    r = torch.empty(numel, dtype=dtype, device=DEV)
+    for it in range(iters):
+        s = salt()
+        x.copy_(data(numel, dtype, s, ME, True))
+        y.copy_(data(numel * N, dtype, s + (1 << 16), ME, True))
+        ref = torch.empty_like(out)
+        dist.all_gather_into_tensor(ref, x, backend="nccl")
+        dist.all_gather_into_tensor(out, x, backend="symm")
+        check(f"symm all_gather repeat #{it} {dtype} n={numel}", out, ref)
+        if dtype in (torch.bfloat16, torch.float32):
+            for op in (R.SUM, R.AVG):
+                want = torch.empty_like(r)
+                dist.reduce_scatter_tensor(want, y, op=op, backend="nccl")
+                dist.reduce_scatter_tensor(r, y, op=op, backend="symm")
+                tol = 0.0 if op == R.SUM else (2e-2 if dtype == torch.bfloat16 else 1e-6)
+                check(f"symm reduce_scatter repeat #{it} {op} {dtype} n={numel}", r, want, tol)
+
+
 def t_symm() -> None:
     """symm against NCCL: every size form and offset (the low-latency kernel's sizes, its
     limit, torch's kernels' above, in turn on one group), repeated buffers (graph replays), and
@@ -350,6 +374,15 @@ def t_symm() -> None:
         raise AssertionError("symm repeat: no call was replayed from a CUDA graph")
     t_symm_streams(1 << 16)
     t_symm_streams(1 << 19)
+    ops = from_env().symm_ops
+    for dt in (torch.bfloat16, torch.float32, torch.uint8):
+        for n in (1, 3, 1000, 16385):
+            if "all_gather" in ops:
+                t_all_gather("symm", dt, n)
+            if "reduce_scatter" in ops and dt != torch.uint8:
+                t_reduce_scatter("symm", dt, n)
+        if "all_gather" in ops:
+            t_symm_ll_ops(4099, dt)
     note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)
                     if r["kind"] == "note" and r["backend"] == "symm")
     if (from_env().symm_ll_bytes != 0 and importlib.util.find_spec("cupy")
@@ -415,6 +448,10 @@ def main() -> None:
                 t_all_gather("nccl_ce", torch.bfloat16, n, g=grp)
             if "symm" in have:
                 t_all_reduce("symm", torch.bfloat16, n, g=grp)
+                if "all_gather" in from_env().symm_ops:
+                    t_all_gather("symm", torch.bfloat16, n, g=grp)
+                if "reduce_scatter" in from_env().symm_ops:
+                    t_reduce_scatter("symm", torch.float32, n, g=grp)
     # The dispatcher falls back when a fast backend declines: results never change.
     x = data(1001, torch.int64, salt(), ME, True)
     ref = x.clone()
