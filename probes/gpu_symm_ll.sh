@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # symm's low-latency kernel (symm_ll.cu) on this machine's GPUs. PARTS (default "test osu small"):
-# test: fast_worker --symm-only (every size form against NCCL, graph replays, two streams);
-# ops: the same with all-gather and reduce-scatter on the low-latency kernel (MCR_SYMM_OPS);
+# test: fast_worker --symm-only (every size form against NCCL, graph replays, two streams;
+# all-gather and reduce-scatter on the low-latency kernel too);
+# ar: the same with symm serving all-reduce alone (MCR_SYMM_OPS=all_reduce);
 # fast: fast_worker --quick (every fast path, sub-groups: at 4 GPUs symm on a group of 3);
 # osu: OSU all-reduce 4 B to 1 MiB, NCCL and symm, with MCR_SYMM_LL_BYTES=0 (torch's kernels) and
 # 1MiB (the low-latency kernel to 1 MiB) alternated ROUNDS times (default 2);
@@ -17,8 +18,7 @@ MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X -x MCR_SYMM_LL_BYTES"
 for part in ${PARTS:-test osu small}; do
   case $part in
   test) TAILN=4 step test 240 $MPI python3 tests/workers/fast_worker.py --symm-only ;;
-  ops) MCR_SYMM_OPS=all_reduce,all_gather,reduce_scatter TAILN=4 step ops 240 \
-         $MPI -x MCR_SYMM_OPS python3 tests/workers/fast_worker.py --symm-only ;;
+  ar) MCR_SYMM_OPS=all_reduce TAILN=4 step ar 240 $MPI -x MCR_SYMM_OPS python3 tests/workers/fast_worker.py --symm-only ;;
   fast) TAILN=4 step fast 300 $MPI python3 tests/workers/fast_worker.py --quick ;;
   osu)
     for r in $(seq "${ROUNDS:-2}"); do

@@ -265,17 +265,18 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 
 
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MCR_SYMM_OPS adds all-gather and reduce-scatter to what symm serves (all-reduce only by
-    default); it declines blocks past the low-latency kernel's limit for the group's size (auto:
+    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather and reduce-scatter by
+    default; MCR_SYMM_OPS=all_reduce leaves them to the others); symm declines blocks past the
+    low-latency kernel's limit for the group's size (auto:
     2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, and groups past 8
     ranks. Served calls reach the kernel with blocks of n bytes and give the right results (the
     kernel stood in)."""
     from mcr.config import Config
     from mcr.ops import make_key
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
-    off = SymmBackend(Config())
+    off = SymmBackend(Config(symm_ops=("all_reduce",)))
     assert off.serves == {"all_reduce"}
-    be = SymmBackend(Config(symm_ops=("all_reduce", "all_gather", "reduce_scatter")))
+    be = SymmBackend(Config())
     assert be.serves == {"all_reduce", "all_gather", "reduce_scatter"}
 
     def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
@@ -415,11 +416,11 @@ def test_mori_engine_against_standin() -> None:
 def test_symm_gpu() -> None:
     """symm against NCCL on every GPU of this node, one included: each size form and offset,
     repeated buffers replayed from CUDA graphs, and calls on two streams left unordered; again
-    with all-gather and reduce-scatter on the low-latency kernel (MCR_SYMM_OPS)."""
+    with all-gather and reduce-scatter left to the others (MCR_SYMM_OPS=all_reduce)."""
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300)
     assert out.count(" checks") == gpus()
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300,
-                  env={"MCR_SYMM_OPS": "all_reduce,all_gather,reduce_scatter"})
+                  env={"MCR_SYMM_OPS": "all_reduce"})
     assert out.count(" checks") == gpus()
 
 

@@ -1,6 +1,6 @@
 """`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (symm_ll.py) up
-to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; with MCR_SYMM_OPS, small all-gathers
-and reduce-scatters on the low-latency kernel too.
+to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers and reduce-scatters
+on the low-latency kernel too (MCR_SYMM_OPS names the ops served).
 
 A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES), with the low-latency
 kernel's receive regions after it; torch's one-shot kernel copies the caller's tensor into it
@@ -113,8 +113,8 @@ def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
 
 
 class SymmBackend(Backend):
-    """Symmetric-memory all-reduce (and, with MCR_SYMM_OPS, all-gather and reduce-scatter) for
-    small messages on one node."""
+    """Symmetric-memory all-reduce, all-gather and reduce-scatter (MCR_SYMM_OPS) for small
+    messages on one node."""
 
     name = "symm"
     domain = STREAM
