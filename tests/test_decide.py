@@ -116,14 +116,56 @@ def test_narrow_wins_are_measured_again_after_the_pass():
     class Again:
         ctx = SimpleNamespace(calls="async")
 
+        def __init__(self, times=(("nccl", 32.0), ("sdma", 36.0))):
+            self.times = times
+
         def point(self, p, size, kind, backends=None, rounds=None, calls=None):
             asked.append((size, kind, tuple(backends), calls))
             return [dict(_row(p.op, size, be, [t] * 3), **{"pass": kind})
-                    for be, t in (("nccl", 32.0), ("sdma", 36.0)) if be in backends]
-    more = confirm_pass(Again(), Pass("all_reduce"), rows, "nccl", lambda n: None)
+                    for be, t in self.times if be in backends]
+    more = confirm_pass(Again(), Pass("all_reduce"), rows, "nccl", lambda n: None, 1, 100.0, 3)
     assert asked == [(8, "confirm", ("nccl", "sdma"), "sync")]      # the other way of calling
     assert winners(rows + more, "nccl")["all_reduce"] == [(8, "nccl"), (64, "symm"),
                                                           (512, "nccl")]
+    # Every backend of the point is timed again, not the winner alone: a winner confirmed in a
+    # slow spell must not lose to a third backend's row from a calm one (2x H100: symm 22 us
+    # against sdma's 34 side by side, then 39 confirmed alone in a spell, sdma chosen).
+    three = _rows("all_gather", {256: {"nccl": 48.0, "sdma": 34.0, "symm": 22.0},
+                                 512: {"nccl": 37.0, "sdma": 34.0, "symm": 22.0}})
+    asked.clear()
+    spell = Again((("nccl", 93.0), ("sdma", 50.0), ("symm", 39.0)))
+    more = confirm_pass(spell, Pass("all_gather"), three, "nccl", lambda n: None, 1, 1.5, 3)
+    assert [a[2] for a in asked] == [("nccl", "sdma", "symm")] * 2
+    assert winners(three + more, "nccl")["all_gather"] == [(256, "symm"), (512, "symm")]
+
+
+def test_a_boundary_that_confirming_opens_is_searched():
+    """A confirmed point that goes back to the default leaves a new boundary beside a
+    challenger's size: it is bisected, and the new size's narrow win confirmed in turn (2x
+    H100: reduce-scatter 16 MiB back to NCCL left 4-16 MiB to the boundary's guess, and 8 MiB
+    ran 34% slower than sdma there)."""
+    M = 1 << 20
+    rows = _rows("reduce_scatter", {4 * M: {"nccl": 63.0, "sdma": 44.0},
+                                    16 * M: {"nccl": 66.0, "sdma": 60.0}})
+    assert winners(rows, "nccl")["reduce_scatter"] == [(4 * M, "sdma"), (16 * M, "sdma")]
+    truth = {4 * M: {"nccl": 63.0, "sdma": 44.0}, 8 * M: {"nccl": 62.0, "sdma": 46.0},
+             16 * M: {"nccl": 66.0, "sdma": 65.0}}
+    asked = []
+
+    class Bench:
+        ctx = SimpleNamespace(calls="async")
+        backends = ["nccl", "sdma"]
+
+        def point(self, p, size, kind, backends=None, rounds=None, calls=None):
+            asked.append((size, kind, calls))
+            return [dict(_row(p.op, size, be, [truth[size][be]] * 3), **{"pass": kind})
+                    for be in backends]
+    more = confirm_pass(Bench(), Pass("reduce_scatter"), rows, "nccl", lambda n: None, 2,
+                        2.5, 3)
+    assert asked == [(4 * M, "confirm", "sync"), (16 * M, "confirm", "sync"),
+                     (8 * M, "bisect", None), (8 * M, "confirm", "sync")]
+    assert winners(rows + more, "nccl")["reduce_scatter"] == [(4 * M, "sdma"), (8 * M, "sdma"),
+                                                              (16 * M, "nccl")]
     held = [dict(r, **{"pass": "confirm"}) for r in _rows("x", {8: {"nccl": 50.0, "sdma": 36.0}})]
     assert to_confirm(held, "nccl") == {}                      # confirmed: it stands
 

@@ -236,7 +236,9 @@ def tune(args: argparse.Namespace, command: str) -> None:
             got = [tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
                              args.bisect_steps, run.grow) for p in passes]
             for p, prows in zip(passes, got):
-                rows += prows + confirm_pass(m, p, prows, default, run.grow)
+                rows += prows + confirm_pass(m, p, prows, default, run.grow,
+                                             len(ranks) * unit, args.bisect_ratio,
+                                             args.bisect_steps)
             if sub:
                 sub.done(dist.get_rank())
         elif sub:

@@ -159,15 +159,30 @@ def tune_pass(m: Measurer, p: Pass, grid: list[int], default: str, unit: int,
 
 
 def confirm_pass(m: Measurer, p: Pass, rows: list[dict[str, Any]], default: str,
-                 grow: Callable[[int], None]) -> list[dict[str, Any]]:
-    """Rows of pass p's narrow wins measured again, the default beside the challenger, with
-    the other way of calling (sync if the run's calls are async): a switch must hold whether
-    the workload waits on each call or not. Run after every pass of the group, so a default
-    met in a slow mode gets another chance too."""
-    todo = to_confirm(rows, default).get(p.op, [])
-    grow(len(todo))
+                 grow: Callable[[int], None], unit: int, ratio: float,
+                 max_steps: int) -> list[dict[str, Any]]:
+    """Rows of pass p's narrow wins measured again, every backend of the point side by side,
+    with the other way of calling (sync if the run's calls are async): a switch must hold
+    whether the workload waits on each call or not. Run after every pass of the group, so a
+    default met in a slow mode gets another chance too. Every backend, not the challenger
+    alone: on 2x H100 symm's all-gathers confirmed in a slow spell (39 us, sync) lost to
+    sdma's grid rows (34, async, a calm moment) that symm had beaten 22 to 34 side by side.
+    A confirmed point can change its winner, so boundaries it opens are searched in turn
+    (2x H100: reduce-scatter's 16 MiB went back to NCCL, leaving 4-16 MiB unsearched and
+    8 MiB 34% slower than sdma)."""
     other = "sync" if m.ctx.calls == "async" else "async"
     out: list[dict[str, Any]] = []
-    for size, be in todo:
-        out += m.point(p, size, "confirm", [default, be], calls=other)
+    for step in range(max_steps + 1):
+        todo = to_confirm(rows + out, default).get(p.op, [])
+        grow(len(todo))
+        for size, _be in todo:
+            bes = {r["backend"] for r in rows + out
+                   if r["op"] == p.op and int(r["bytes"]) == size}
+            out += m.point(p, size, "confirm", sorted(bes | {default}), calls=other)
+        more = gaps(winners(rows + out, default).get(p.op, []), ratio, unit)
+        if not more or step == max_steps:
+            break
+        grow(len(more))
+        for size, a, b in more:
+            out += m.point(p, size, "bisect", sorted({a, b, default} & set(m.backends)))
     return out
