@@ -139,6 +139,24 @@ def test_narrow_wins_are_measured_again_after_the_pass():
     assert winners(three + more, "nccl")["all_gather"] == [(256, "symm"), (512, "symm")]
 
 
+def test_a_win_lost_only_to_a_fastest_round_from_elsewhere_is_confirmed():
+    """A challenger that beats the default in every round side by side, but not the default's
+    fastest round from a larger size measured at a calmer moment, is timed again rather than
+    dropped (2x H100: sdma's 16 KiB broadcast 41 us against NCCL's 74 in a spell, NCCL's 39
+    at 6 MiB from another moment; sdma took 25 there when calm)."""
+    M = 1 << 20
+    rows = [_row("broadcast", 16384, "nccl", [68.0, 70.0, 82.0]),
+            _row("broadcast", 16384, "sdma", [39.0, 41.0, 46.0]),
+            _row("broadcast", 6 * M, "nccl", [39.2, 39.9, 40.1]),
+            _row("broadcast", 6 * M, "sdma", [42.3, 42.4, 42.6])]
+    assert winners(rows, "nccl")["broadcast"] == [(16384, "nccl"), (6 * M, "nccl")]
+    assert to_confirm(rows, "nccl") == {"broadcast": [(16384, "sdma")]}
+    calm = [dict(_row("broadcast", 16384, be, [t] * 3), **{"pass": "confirm"})
+            for be, t in (("nccl", 39.5), ("sdma", 25.2))]
+    assert winners(rows + calm, "nccl")["broadcast"] == [(16384, "sdma"), (6 * M, "nccl")]
+    assert to_confirm(rows + calm, "nccl") == {}
+
+
 def test_a_boundary_that_confirming_opens_is_searched():
     """A confirmed point that goes back to the default leaves a new boundary beside a
     challenger's size: it is bisected, and the new size's narrow win confirmed in turn (2x

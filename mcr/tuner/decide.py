@@ -13,11 +13,13 @@ its interleaved rounds. Rules, in order:
 - a backend's fastest time at a size is no more than at any larger size (it moves fewer
   bytes): on 2x H200 NCCL's 4 MiB broadcast took 57-63 us in a slow spell, then 40 us at
   6 MiB; a challenger must beat that envelope, not the slow spell, and is judged by its own;
-- a challenger's win by less than CONFIRM is measured again after every pass of its group
-  (confirm), seconds to minutes later, with the other way of calling (sync where the run
-  calls async): another chance to meet the default's fast mode, and a switch that holds
-  whether the workload waits on each call or not (on 2x H200, sdma's small reduce-scatters
-  won async by ~10% and lost sync by 7-17%);
+- a challenger's win by less than CONFIRM, or a win in every round that lost only to the
+  default's fastest round from another size or pass, is measured again after every pass of
+  its group (confirm), every backend of the point side by side, seconds to minutes later,
+  with the other way of calling (sync where the run calls async): another chance to meet the
+  default's fast mode, and a switch that holds whether the workload waits on each call or
+  not (on 2x H200, sdma's small reduce-scatters won async by ~10% and lost sync by 7-17%);
+  boundaries a confirmed point opens are searched and confirmed in turn;
 - at such a tie, a challenger whose median is no higher and whose slow tail (p90) is lower by
   more than TAIL replaces the default: its mean is lower, and a default whose latency swings
   between modes (NCCL's small calls on a shared host: 31 or 50 us) costs more in the job than
@@ -62,29 +64,49 @@ def pick(point: dict[str, dict[str, Any]], default: str) -> str:
     """The backend for one size: the fastest, if it beat the default by more than TIE in every
     interleaved round (each round times them side by side, so drift between rounds cannot make
     a winner) and its fastest round beat the default's by TIE too; else the default."""
-    t = {be: float(r["median_us"]) for be, r in point.items()}
-    best = min(t, key=lambda be: (t[be], be))
-    if default not in t or best == default:
+    best = _fastest(point)
+    if default not in point or best == default:
         return best
+    if round_winner(point, default) is None:
+        return steadier(point, default)
     d, c = point[default], point[best]
-    paired = zip(_rounds(d), _rounds(c))
     fast_d = float(d.get("fastest_round_us", min(_rounds(d))))
     fast_c = float(c.get("fastest_round_us", min(_rounds(c))))
-    if all(a > b * (1 + TIE) for a, b in paired) and fast_d > fast_c * (1 + TIE):
+    if fast_d > fast_c * (1 + TIE):
         return best
     return steadier(point, default)
 
 
+def _fastest(point: dict[str, dict[str, Any]]) -> str:
+    """The backend of the lowest median (ties by name)."""
+    return min(point, key=lambda be: (float(point[be]["median_us"]), be))
+
+
+def round_winner(point: dict[str, dict[str, Any]], default: str) -> str | None:
+    """The fastest challenger by median, if it beat the default by more than TIE in every
+    interleaved round (each round times them side by side, so drift between rounds cannot
+    make a winner); else None."""
+    best = _fastest(point)
+    if default not in point or best == default:
+        return None
+    paired = zip(_rounds(point[default]), _rounds(point[best]))
+    return best if all(a > b * (1 + TIE) for a, b in paired) else None
+
+
 def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
-    """op -> [(bytes, challenger)] where a challenger won by less than CONFIRM over the
-    default's fastest round and has not been confirmed yet: measured again at the end."""
+    """op -> [(bytes, challenger)] measured again at the end, where not confirmed yet: a
+    challenger that won by less than CONFIRM over the default's fastest round, and one that
+    won every round side by side but lost to the default's fastest round from another size or
+    pass (2x H100: sdma's broadcasts of 16 KiB-4 MiB ran 41 us against NCCL's 74 in one
+    spell, lost to NCCL's 39 at 6 MiB from another, and NCCL kept them at 2x sdma's 25)."""
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for op, sizes in _enveloped(rows).items():
         for size, pt in sorted(sizes.items()):
-            be = pick(pt, default)
-            if be == default or default not in pt or pt[be].get("pass") == "confirm":
+            be = round_winner(pt, default)
+            if be is None or pt[be].get("pass") == "confirm":
                 continue
-            if float(pt[default]["fastest_round_us"]) < float(pt[be]["median_us"]) * CONFIRM:
+            narrow = float(pt[default]["fastest_round_us"]) < float(pt[be]["median_us"]) * CONFIRM
+            if pick(pt, default) != be or narrow:
                 out[op].append((size, be))
     return dict(out)
 
