@@ -267,10 +267,9 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather and reduce-scatter by
     default; MCR_SYMM_OPS=all_reduce leaves them to the others); symm declines blocks past the
-    low-latency kernel's limit for the group's size (auto:
-    2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, and groups past 8
-    ranks. Served calls reach the kernel with blocks of n bytes and give the right results (the
-    kernel stood in)."""
+    low-latency kernel's limit for the group's size (auto: 2 MiB pushed per rank),
+    reduce-scatters other than sum/avg of bf16/fp32, and groups past 8 ranks. Served calls
+    reach the kernel with blocks of n bytes and give the right results (the kernel stood in)."""
     from mcr.config import Config
     from mcr.ops import make_key
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG

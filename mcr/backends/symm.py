@@ -15,6 +15,7 @@ an OSU loop, is captured on its second sighting and replayed after (MCR_SYMM_GRA
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -217,32 +218,34 @@ class SymmBackend(Backend):
         st.last_sid = follow_stream(st.last_sid, st.dev.index)
         return st, st.last_sid
 
+    def _ll_call(self, g: Group, key: tuple, issue: Callable[[LLGroup], None],
+                 fallback: Callable[[Any], None]) -> None:
+        """Enqueue one call on the low-latency kernel (replayed from a graph where its key
+        repeats), or fallback(torch's group) where the group's ranks cannot all run it."""
+        st, sid = self._enter(g)
+        if st.ll is None:
+            fallback(g.handles[self.name])
+        else:
+            st.graphs.run(key, lambda m: issue(st.ll), lambda: stream_of(sid))
+
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
                    sync: bool = False) -> Work:
         """out <- every rank's inp in rank order, on the low-latency kernel (NCCL on the group
         where its ranks cannot all run it)."""
-        st, sid = self._enter(g)
         n = inp.numel() * inp.element_size()
-        if st.ll is None:
-            tdist.all_gather_into_tensor(out, inp, group=g.handles[self.name])
-        else:
-            st.graphs.run((ALL_GATHER, out.data_ptr(), inp.data_ptr(), n),
-                          lambda m: st.ll.issue(LL.ALL_GATHER, inp, out, n, False),
-                          lambda: stream_of(sid))
+        self._ll_call(g, (ALL_GATHER, out.data_ptr(), inp.data_ptr(), n),
+                      lambda ll: ll.issue(LL.ALL_GATHER, inp, out, n, False),
+                      lambda pg: tdist.all_gather_into_tensor(out, inp, group=pg))
         return None if sync else self._stream_work(ALL_GATHER, out.nbytes, g)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
                        sync: bool = False) -> Work:
         """out <- this rank's block of the sum (avg) of every rank's inp, on the low-latency
         kernel (NCCL on the group where its ranks cannot all run it)."""
-        st, sid = self._enter(g)
         n, avg = out.numel() * out.element_size(), redop is _AVG
-        if st.ll is None:
-            tdist.reduce_scatter_tensor(out, inp, op=redop, group=g.handles[self.name])
-        else:
-            st.graphs.run((REDUCE_SCATTER, out.data_ptr(), inp.data_ptr(), n, out.dtype, avg),
-                          lambda m: st.ll.issue(LL.REDUCE_SCATTER, inp, out, n, avg),
-                          lambda: stream_of(sid))
+        self._ll_call(g, (REDUCE_SCATTER, out.data_ptr(), inp.data_ptr(), n, out.dtype, avg),
+                      lambda ll: ll.issue(LL.REDUCE_SCATTER, inp, out, n, avg),
+                      lambda pg: tdist.reduce_scatter_tensor(out, inp, op=redop, group=pg))
         return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
 
     def _plan_for(self, st: _Staging, t: torch.Tensor, size: int
