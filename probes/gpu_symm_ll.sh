@@ -3,6 +3,8 @@
 # test: fast_worker --symm-only (every size form against NCCL, graph replays, two streams;
 # all-gather and reduce-scatter on the low-latency kernel too);
 # ar: the same with symm serving all-reduce alone (MCR_SYMM_OPS=all_reduce);
+# bcast: the same with broadcast on the low-latency kernel too (MCR_SYMM_OPS names all four),
+# then probe_symm_ll.py --op broadcast;
 # fast: fast_worker --quick (every fast path, sub-groups: at 4 GPUs symm on a group of 3);
 # osu: OSU all-reduce 4 B to 1 MiB, NCCL and symm, with MCR_SYMM_LL_BYTES=0 (torch's kernels) and
 # 1MiB (the low-latency kernel to 1 MiB) alternated ROUNDS times (default 2);
@@ -19,6 +21,12 @@ for part in ${PARTS:-test osu small}; do
   case $part in
   test) TAILN=4 step test 240 $MPI python3 tests/workers/fast_worker.py --symm-only ;;
   ar) MCR_SYMM_OPS=all_reduce TAILN=4 step ar 240 $MPI -x MCR_SYMM_OPS python3 tests/workers/fast_worker.py --symm-only ;;
+  bcast)
+    export MCR_SYMM_OPS=all_reduce,all_gather,reduce_scatter,broadcast
+    TAILN=4 step bcast 240 $MPI -x MCR_SYMM_OPS python3 tests/workers/fast_worker.py --symm-only
+    TAILN=20 step bcast_probe 200 torchrun --standalone --nproc_per_node="$N" \
+      probes/probe_symm_ll.py --rounds "${PROBE_ROUNDS:-15}" --op broadcast
+    unset MCR_SYMM_OPS ;;
   fast) TAILN=4 step fast 300 $MPI python3 tests/workers/fast_worker.py --quick ;;
   osu)
     for r in $(seq "${ROUNDS:-2}"); do

@@ -2,8 +2,8 @@
 
 Two SymmBackends over the world group, one with MCR_SYMM_LL_BYTES=0 (torch's kernels) and one
 with the low-latency kernel to the largest size, and NCCL beside them; graphs on in both, as a
-training loop or OSU runs them (`--op all_gather` / `reduce_scatter`: NCCL and the low-latency
-kernel). Per size and round, each variant is timed two ways:
+training loop or OSU runs them (`--op all_gather` / `reduce_scatter` / `broadcast`, from rank 0:
+NCCL and the low-latency kernel). Per size and round, each variant is timed two ways:
 
 - `call us`: --reps calls, then a device sync (host or device, whichever is slower);
 - `gpu us`: the same calls enqueued behind a 2 ms GPU sleep, timed by events from the sleep's
@@ -67,14 +67,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--op", default="all_reduce",
-                    choices=["all_reduce", "all_gather", "reduce_scatter"],
-                    help="all-gather and reduce-scatter: NCCL against the low-latency kernel "
+                    choices=["all_reduce", "all_gather", "reduce_scatter", "broadcast"],
+                    help="all but all-reduce: NCCL against the low-latency kernel "
                          "(sizes: the whole buffer, as nccl-tests counts)")
     args = ap.parse_args()
     pg, rank, world, dev, group = nccl_world()
     sizes = [int(s) for s in args.sizes.split(",")]
     top = max(sizes)
-    ops = ("all_reduce", "all_gather", "reduce_scatter")
+    ops = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+    inplace = args.op in ("all_reduce", "broadcast")
     backends = {"symm low-latency": SymmBackend(Config(symm_max_bytes=top, symm_ll_bytes=top,
                                                        symm_ops=ops))}
     if args.op == "all_reduce":
@@ -87,7 +88,7 @@ def main() -> None:
               f"{'spread':>13}", flush=True)
     bad = []
     for nbytes in sizes:
-        per = max(1, nbytes // 2 // (1 if args.op == "all_reduce" else world))
+        per = max(1, nbytes // 2 // (1 if inplace else world))
         t = torch.ones(per * (world if args.op == "reduce_scatter" else 1), dtype=torch.bfloat16,
                        device=dev)
         o = torch.empty(per * (world if args.op == "all_gather" else 1), dtype=torch.bfloat16,
@@ -97,6 +98,9 @@ def main() -> None:
             if args.op == "all_reduce":
                 tdist.all_reduce(t, group=pg) if b is None else b.all_reduce(t, S, group,
                                                                               sync=True)
+            elif args.op == "broadcast":
+                tdist.broadcast(t, src=0, group=pg) if b is None else \
+                    b.broadcast(t, 0, group, sync=True)
             elif args.op == "all_gather":
                 tdist.all_gather_into_tensor(o, t, group=pg) if b is None else \
                     b.all_gather(o, t, group, sync=True)
@@ -119,13 +123,13 @@ def main() -> None:
             torch.manual_seed(1000 * nbytes + rank)
             t.copy_(torch.randn(t.shape, device=dev).to(torch.bfloat16))
             call(None)
-            ref = (t if args.op == "all_reduce" else o).clone()
-            if args.op == "all_reduce":   # in place: the input again
+            ref = (t if inplace else o).clone()
+            if inplace:   # the input again
                 torch.manual_seed(1000 * nbytes + rank)
                 t.copy_(torch.randn(t.shape, device=dev).to(torch.bfloat16))
             call(b)
             torch.cuda.synchronize()
-            got = t if args.op == "all_reduce" else o
+            got = t if inplace else o
             err = ((got.double() - ref.double()).norm() / ref.double().norm().clamp(min=1e-30))
             if not err <= 2e-2:
                 bad.append(f"{k} at {nbytes} bytes: relative error {float(err):.2e}")

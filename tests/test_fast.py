@@ -214,17 +214,21 @@ def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyP
 class _LLStandin:
     """Stand-in for symm_ll.LLGroup (its kernel needs CUDA and peers): rank 0 of a group of 2
     whose peer holds the same input. It checks what the kernel is handed: blocks of n bytes,
-    all-gather outputs 2 x n, reduce-scatter inputs 2 x n."""
+    all-gather outputs 2 x n, reduce-scatter inputs 2 x n, broadcasts in place from root."""
 
     def __init__(self, ll_bytes: int) -> None:
-        self.ll_bytes, self.calls, self.ops = ll_bytes, 0, []
+        self.ll_bytes, self.calls, self.ops, self.roots = ll_bytes, 0, [], []
 
-    def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool) -> None:
+    def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
+              root: int = 0) -> None:
         from mcr.backends import symm_ll as LL
         self.calls += 1
         self.ops.append(op)
+        self.roots.append(root)
         assert src.is_contiguous() and dst.is_contiguous() and n <= self.ll_bytes
-        if op == LL.ALL_REDUCE:
+        if op == LL.BROADCAST:      # in place; the peer's tensor equals this one
+            assert src.data_ptr() == dst.data_ptr() and dst.nbytes == n and root in (0, 1)
+        elif op == LL.ALL_REDUCE:
             assert src.data_ptr() == dst.data_ptr() and dst.nbytes == n
             if not avg:
                 dst.mul_(2)
@@ -307,6 +311,21 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
                 be.reduce_scatter(got, y, op, g, sync=True)
                 assert torch.equal(got, y[:n] * (2 if op is S else 1)), (dt, n, op)
     assert ll.ops == [1, 2, 2, 1, 2, 2, 1]
+    # Broadcast only where MCR_SYMM_OPS names it (not yet run on a GPU): the root pushes the
+    # whole tensor to each peer, so the limit applies to all of it.
+    member = SimpleNamespace(handles={"symm": None}, notes={}, ranks=[0, 1])
+    assert "does not implement broadcast" in be.decline(key("broadcast", 64, 2), member)
+    bc = SymmBackend(Config(symm_ops=("all_reduce", "broadcast")))
+    assert bc.serves == {"all_reduce", "broadcast"}
+    assert bc.decline_key(key("broadcast", 2**20, 2, torch.uint8)) is None
+    assert "exceed" in bc.decline_key(key("broadcast", 2**20 + 1, 2))
+    assert "exceed" in bc.decline_key(key("broadcast", 349526, 4))
+    bc._groups = {3: st}
+    for root in (0, 1):
+        t = torch.arange(5, dtype=torch.float32)
+        bc.broadcast(t, root, g, sync=True)
+        assert torch.equal(t, torch.arange(5, dtype=torch.float32))
+    assert ll.ops[-2:] == [3, 3] and ll.roots[-2:] == [0, 1]
 
 
 class _GraphStandin:
@@ -415,11 +434,11 @@ def test_mori_engine_against_standin() -> None:
 def test_symm_gpu() -> None:
     """symm against NCCL on every GPU of this node, one included: each size form and offset,
     repeated buffers replayed from CUDA graphs, and calls on two streams left unordered; again
-    with all-gather and reduce-scatter left to the others (MCR_SYMM_OPS=all_reduce)."""
+    with all-reduce and broadcast alone on symm (MCR_SYMM_OPS=all_reduce,broadcast)."""
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300)
     assert out.count(" checks") == gpus()
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300,
-                  env={"MCR_SYMM_OPS": "all_reduce"})
+                  env={"MCR_SYMM_OPS": "all_reduce,broadcast"})
     assert out.count(" checks") == gpus()
 
 

@@ -1,6 +1,6 @@
 """`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (symm_ll.py) up
-to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers and reduce-scatters
-on the low-latency kernel too (MCR_SYMM_OPS names the ops served).
+to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers, reduce-scatters
+and (where MCR_SYMM_OPS names it) broadcasts on the low-latency kernel too.
 
 A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES), with the low-latency
 kernel's receive regions after it; torch's one-shot kernel copies the caller's tensor into it
@@ -23,7 +23,7 @@ import torch.distributed as tdist
 
 from ..config import Config
 from ..groups import Group, Spec
-from ..ops import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, CallKey
+from ..ops import ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, CallKey
 from ..work import StreamId, Work, follow_stream, stream_of
 from . import symm_ll as LL
 from .base import STREAM, Backend
@@ -114,8 +114,8 @@ def _ll_bytes(pg: tdist.ProcessGroup, cfg: Config) -> tuple[int, str | None]:
 
 
 class SymmBackend(Backend):
-    """Symmetric-memory all-reduce, all-gather and reduce-scatter (MCR_SYMM_OPS) for small
-    messages on one node."""
+    """Symmetric-memory all-reduce, all-gather, reduce-scatter and broadcast (MCR_SYMM_OPS)
+    for small messages on one node."""
 
     name = "symm"
     domain = STREAM
@@ -133,18 +133,20 @@ class SymmBackend(Backend):
     def decline_key(self, key: CallKey) -> str | None:
         """CUDA, 1..8 ranks (one rank: the same kernels with their peers' part left out, which
         lets a one-GPU machine test this path); all-reduce sum/avg of bf16/fp32 up to
-        MCR_SYMM_MAX_BYTES; all-gather (any dtype) and reduce-scatter (as all-reduce) of blocks
-        the low-latency kernel takes."""
+        MCR_SYMM_MAX_BYTES; all-gather and broadcast (any dtype) and reduce-scatter (as
+        all-reduce) of blocks the low-latency kernel takes."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
         if not 1 <= key.group_size <= 8:
             return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
         if key.op != ALL_REDUCE:
-            block, most = key.nbytes // key.group_size, ll_limit(self.cfg, key.group_size)
+            whole = key.op == BROADCAST     # its root pushes the whole tensor to each peer
+            block = key.nbytes if whole else key.nbytes // key.group_size
+            most = ll_limit(self.cfg, key.group_size)
             if block > most:
                 return (f"{block} bytes per rank exceed what the low-latency kernel takes on "
                         f"{key.group_size} ranks ({most}: MCR_SYMM_LL_BYTES)")
-            if key.op == ALL_GATHER:
+            if key.op in (ALL_GATHER, BROADCAST):
                 return None
         if key.redop not in (R.SUM, R.AVG):
             return "symm kernels reduce with sum (avg = sum / n) only"
@@ -247,6 +249,19 @@ class SymmBackend(Backend):
                       lambda ll: ll.issue(LL.REDUCE_SCATTER, inp, out, n, avg),
                       lambda pg: tdist.reduce_scatter_tensor(out, inp, op=redop, group=pg))
         return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
+
+    def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
+        """t on every rank <- t on group rank root, in place, on the low-latency kernel (NCCL on
+        the group where its ranks cannot all run it)."""
+        st, sid = self._enter(g)
+        n = t.numel() * t.element_size()
+        if st.ll is None:
+            tdist.broadcast(t, group_src=root, group=g.handles[self.name])
+        else:
+            st.graphs.run((BROADCAST, t.data_ptr(), n, root),
+                          lambda m: st.ll.issue(LL.BROADCAST, t, t, n, False, root),
+                          lambda: stream_of(sid))
+        return None if sync else self._stream_work(BROADCAST, t.nbytes, g)
 
     def _plan_for(self, st: _Staging, t: torch.Tensor, size: int
                   ) -> tuple[int, torch.Tensor, Any]:

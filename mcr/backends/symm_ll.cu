@@ -7,8 +7,8 @@
 // and the signal arrive in one write, so the call needs no barrier and costs one one-way NVLink
 // trip. Regions alternate by the number's parity: a rank writes the region of call k+2 only after
 // it received every peer's data of call k+1, which each peer sent after it had read call k's
-// (so every op here has every rank send to and receive from every peer: a broadcast, where only
-// the root sends, would let the root overwrite lines its peers have not read yet).
+// (so every op here has every rank send to and receive from every peer: in a broadcast, where
+// only the root has data, every other rank sends each peer one token line per block).
 //
 // Word i of a block is always handled by block (i / 512) % 64 of the grid, whatever the call's
 // size or op, so each line is written with one block's counter, whose numbers only grow.
@@ -106,17 +106,51 @@ template <bool BF16> struct Acc {
   }
 };
 
-enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2 };
+enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2, BROADCAST = 3 };
 
-// One call of `op` on blocks of n bytes. all-reduce: src == dst, n bytes; all-gather: src n
-// bytes, dst world x n; reduce-scatter: src world x n, dst n. regions: world addresses, each
+// Broadcast of n bytes from root, in place (src == dst). The root pushes its lines to every
+// peer; every other rank pushes one token line per block (at the block's first word, in its
+// own slot) to every peer and waits for the tokens of the others: without them the root would
+// hear from no peer, and could write call k+2's lines before a peer has read call k's.
+__device__ __forceinline__ void ll_broadcast(int root, unsigned char* data, u64 n, u64 nwords,
+                                             const u64* regions, int rank, int world, u64 cap,
+                                             u64 area, u32 seq, u64 first, u64 stride,
+                                             u64 timeout_ns) {
+  const u64 token = (u64)blockIdx.x * blockDim.x;
+  if (rank == root) {
+    for (u64 i = first; i < nwords; i += stride) {
+      const uint2 w = load_word(data, i, n);
+      for (int q = 1; q < world; ++q) {
+        const int peer = (rank + q) % world;
+        put_line(regions[peer] + ((area + rank) * cap + i) * 16, w, seq);
+      }
+    }
+  } else if (threadIdx.x == 0) {
+    for (int q = 1; q < world; ++q) {
+      const int peer = (rank + q) % world;
+      put_line(regions[peer] + ((area + rank) * cap + token) * 16, make_uint2(0, 0), seq);
+    }
+  }
+  const u64 mine = regions[rank];
+  if (rank != root)
+    for (u64 i = first; i < nwords; i += stride)
+      store_word(data, i, n,
+                 get_line(mine + ((area + root) * cap + i) * 16, seq, timeout_ns, rank, root));
+  if (threadIdx.x == 0)
+    for (int s = 0; s < world; ++s)
+      if (s != rank && s != root)
+        get_line(mine + ((area + s) * cap + token) * 16, seq, timeout_ns, rank, s);
+}
+
+// One call of `op` on blocks of n bytes. all-reduce and broadcast (from root): src == dst, n
+// bytes; all-gather: src n bytes, dst world x n; reduce-scatter: src world x n, dst n. regions: world addresses, each
 // rank's receive area (2 parities x world sources x cap lines of 16 bytes); seqs: one call
 // counter per block, advanced by the block itself so that a replayed CUDA graph numbers its
 // calls right.
 template <bool BF16>
-__device__ __forceinline__ void ll_call(int op, u64 src, u64 dst, u64 n, const u64* regions,
-                                        int rank, int world, u32* seqs, u64 cap, int avg,
-                                        u64 timeout_ns) {
+__device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 n,
+                                        const u64* regions, int rank, int world, u32* seqs,
+                                        u64 cap, int avg, u64 timeout_ns) {
   __shared__ u32 s_seq;
   if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
   __syncthreads();
@@ -127,6 +161,12 @@ __device__ __forceinline__ void ll_call(int op, u64 src, u64 dst, u64 n, const u
   const u64 area = (u64)(seq & 1) * world;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  if (op == BROADCAST) {
+    ll_broadcast(root, out, n, nwords, regions, rank, world, cap, area, seq, first, stride,
+                 timeout_ns);
+    if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
+    return;
+  }
   for (u64 i = first; i < nwords; i += stride) {
     const uint2 w = op == REDUCE_SCATTER ? make_uint2(0, 0) : load_word(in, i, n);
     for (int q = 1; q < world; ++q) {
@@ -158,15 +198,15 @@ __device__ __forceinline__ void ll_call(int op, u64 src, u64 dst, u64 n, const u
   if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
 }
 
-// The fp32 form also serves all-gathers of any dtype: they move bytes and add nothing.
+// The fp32 form also serves all-gathers and broadcasts of any dtype: they move bytes only.
 extern "C" __global__ void __launch_bounds__(512)
-mcr_ll_f32(int op, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world, u32* seqs,
-           u64 cap, int avg, u64 timeout_ns) {
-  ll_call<false>(op, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
+mcr_ll_f32(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
+           u32* seqs, u64 cap, int avg, u64 timeout_ns) {
+  ll_call<false>(op, root, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-mcr_ll_bf16(int op, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world, u32* seqs,
-            u64 cap, int avg, u64 timeout_ns) {
-  ll_call<true>(op, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
+mcr_ll_bf16(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
+            u32* seqs, u64 cap, int avg, u64 timeout_ns) {
+  ll_call<true>(op, root, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
 }

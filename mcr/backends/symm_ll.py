@@ -1,6 +1,6 @@
 """symm's low-latency collectives: each rank pushes its data to its peers with the call's number
-in every line (symm_ll.cu), so a small all-reduce, all-gather or reduce-scatter needs no
-barrier.
+in every line (symm_ll.cu), so a small all-reduce, all-gather, reduce-scatter or broadcast needs
+no barrier.
 
 torch's one-shot kernel takes ~10 us on 2 H200s at any small size: a barrier before it reads its
 peers' buffers, one after (NOTES.md, "symm's small all-reduce without barriers"). Here the data
@@ -26,7 +26,7 @@ LINE = 16              # bytes a line takes in a receive region: 8 of data, two 
 AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_f32", torch.bfloat16: "mcr_ll_bf16"}
-ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = 0, 1, 2   # the kernel's op codes
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST = 0, 1, 2, 3   # the kernel's op codes
 
 
 @functools.cache
@@ -88,14 +88,17 @@ class LLGroup:
         self.timeout_ns = int(min(timeout_s, 2**63 / 1e9 - 1) * 1e9)
         self.kernels = _build()[0]
 
-    def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool) -> None:
+    def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
+              root: int = 0) -> None:
         """Enqueue one call of `op` on the current stream: blocks of n bytes per rank (src and
-        dst contiguous; dst's dtype picks the sum's, and every all-gather moves bytes only)."""
+        dst contiguous; dst's dtype picks the sum's; all-gathers and broadcasts, from group rank
+        `root`, move bytes only)."""
         cp = self.cupy
-        kernel = self.kernels[dst.dtype if op != ALL_GATHER else torch.float32]
+        kernel = self.kernels[torch.float32 if op in (ALL_GATHER, BROADCAST) else dst.dtype]
         with cp.cuda.ExternalStream(torch.cuda.current_stream(dst.device).cuda_stream):
             kernel((grid(n),), (THREADS,),
-                   (cp.int32(op), cp.uint64(src.data_ptr()), cp.uint64(dst.data_ptr()),
-                    cp.uint64(n), cp.uint64(self.regions.data_ptr()), cp.int32(self.rank),
+                   (cp.int32(op), cp.int32(root), cp.uint64(src.data_ptr()),
+                    cp.uint64(dst.data_ptr()), cp.uint64(n),
+                    cp.uint64(self.regions.data_ptr()), cp.int32(self.rank),
                     cp.int32(self.world), cp.uint64(self.seqs.data_ptr()), cp.uint64(self.cap),
                     cp.int32(1 if avg else 0), cp.uint64(self.timeout_ns)))

@@ -354,6 +354,14 @@ def t_symm_ll_ops(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
                 dist.reduce_scatter_tensor(r, y, op=op, backend="symm")
                 tol = 0.0 if op == R.SUM else (2e-2 if dtype == torch.bfloat16 else 1e-6)
                 check(f"symm reduce_scatter repeat #{it} {op} {dtype} n={numel}", r, want, tol)
+        if "broadcast" in from_env().symm_ops:
+            for root in (0, N - 1):
+                b = data(numel, dtype, s + root, ME, True)
+                want = b.clone()
+                dist.broadcast(want, root, backend="nccl")
+                x.copy_(b)
+                dist.broadcast(x, root, backend="symm")
+                check(f"symm broadcast repeat #{it} root={root} {dtype} n={numel}", x, want)
 
 
 def t_symm() -> None:
@@ -381,6 +389,8 @@ def t_symm() -> None:
                 t_all_gather("symm", dt, n)
             if "reduce_scatter" in ops and dt != torch.uint8:
                 t_reduce_scatter("symm", dt, n, redops=[R.SUM, R.AVG])
+            if "broadcast" in ops:
+                t_broadcast("symm", dt, n)
         if "all_gather" in ops:
             t_symm_ll_ops(4099, dt)
     note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)
@@ -452,6 +462,8 @@ def main() -> None:
                     t_all_gather("symm", torch.bfloat16, n, g=grp)
                 if "reduce_scatter" in from_env().symm_ops:
                     t_reduce_scatter("symm", torch.float32, n, g=grp, redops=[R.SUM, R.AVG])
+                if "broadcast" in from_env().symm_ops:
+                    t_broadcast("symm", torch.bfloat16, n, g=grp)
     # The dispatcher falls back when a fast backend declines: results never change.
     x = data(1001, torch.int64, salt(), ME, True)
     ref = x.clone()
