@@ -4,10 +4,10 @@ The kernel's safety rests on an argument, not on a barrier: a rank writes the re
 call k+2 (same parity) only after it heard from every peer in call k+1, which each peer sent
 after it had read call k's. GPUs here run a few schedules; this model runs thousands, with
 ranks and threads advancing in random order (one rank often far ahead), and mixed sequences of
-all-reduce, all-gather and reduce-scatter. A stand-in for the
+all-reduce, all-gather, reduce-scatter and broadcast from changing roots. A stand-in for the
 kernel's memory and threads, not for its arithmetic: what it checks is that every call ends
 (a line overwritten before it was read would leave its reader polling forever) and that every
-rank's result is right. Keep it in step with symm_ll.cu's ll_call.
+rank's result is right. Keep it in step with symm_ll.cu's ll_call and ll_broadcast.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-AR, AG, RS = 0, 1, 2     # symm_ll.cu's op codes
+AR, AG, RS, BC = 0, 1, 2, 3     # symm_ll.cu's op codes
 WAIT, STEP = "wait", "step"
 
 
@@ -38,13 +38,17 @@ def _poll(me: Rank, key: tuple[int, int, int], seq: int) -> Iterator[str]:
         yield WAIT
 
 
-def _thread(op: int, me: Rank, ranks: list[Rank], src: list[int], dst: list[int], n: int,
-            b: int, t: int, nblocks: int, threads: int, seq: int) -> Iterator[str]:
+def _thread(op: int, root: int, me: Rank, ranks: list[Rank], src: list[int], dst: list[int],
+            n: int, b: int, t: int, nblocks: int, threads: int, seq: int,
+            tokens: bool) -> Iterator[str]:
     """One kernel thread: its sends, then its receives (no barrier between them)."""
     r, w, par = me.rank, me.world, seq & 1
     first, stride = b * threads + t, nblocks * threads
     words = range(first, n, stride)
     peers = [(r + q) % w for q in range(1, w)]
+    if op == BC:
+        yield from _broadcast(root, me, ranks, src, words, b * threads, t, seq, tokens)
+        return
     for i in words:
         v = src[i] if op != RS else None
         for p in peers:
@@ -71,17 +75,45 @@ def _thread(op: int, me: Rank, ranks: list[Rank], src: list[int], dst: list[int]
         yield STEP
 
 
-def _expected(op: int, inputs: list[list[int]], n: int, r: int) -> list[int]:
+def _broadcast(root: int, me: Rank, ranks: list[Rank], data: list[int], words: range,
+               token: int, t: int, seq: int, tokens: bool) -> Iterator[str]:
+    """ll_broadcast's thread: the root pushes its words; thread 0 of every other rank's block
+    pushes a token line to every peer and waits for the other non-roots' tokens."""
+    r, w, par = me.rank, me.world, seq & 1
+    peers = [(r + q) % w for q in range(1, w)]
+    if r == root:
+        for i in words:
+            for p in peers:
+                ranks[p].mem[(par, r, i)] = (data[i], seq)
+                yield STEP
+    elif t == 0 and tokens:
+        for p in peers:
+            ranks[p].mem[(par, r, token)] = (0, seq)
+            yield STEP
+    if r != root:
+        for i in words:
+            yield from _poll(me, (par, root, i), seq)
+            data[i] = me.mem[(par, root, i)][0]
+            yield STEP
+    if t == 0 and tokens:
+        for s in range(w):
+            if s not in (r, root):
+                yield from _poll(me, (par, s, token), seq)
+
+
+def _expected(op: int, root: int, inputs: list[list[int]], n: int, r: int) -> list[int]:
     if op == AR:
         return [sum(x[i] for x in inputs) for i in range(n)]
     if op == AG:
         return [v for x in inputs for v in x]
+    if op == BC:
+        return list(inputs[root])
     return [sum(x[r * n + i] for x in inputs) for i in range(n)]
 
 
-def run(world: int, calls: list[tuple[int, int]], seed: int, blocks: int = 2,
-        threads: int = 2, parity: bool = True) -> str | None:
-    """Run every rank through `calls` ((op, n words)) under one random schedule; None if
+def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 2,
+        threads: int = 2, parity: bool = True, tokens: bool = True) -> str | None:
+    """Run every rank through `calls` ((op, root, n words)) under one random schedule; None if
     every call ended with the right result on every rank, else what went wrong."""
     rng = random.Random(seed)
     ranks = [Rank(r, world, blocks) for r in range(world)]
@@ -91,16 +123,16 @@ def run(world: int, calls: list[tuple[int, int]], seed: int, blocks: int = 2,
     live: dict[int, dict] = {}
 
     def launch(r: int, k: int) -> None:
-        op, n = calls[k]
+        op, root, n = calls[k]
         src = [rng.randrange(1, 100) + 100 * r + 1000 * k
                for _ in range(n * world if op == RS else n)]
         inputs.setdefault(k, [[] for _ in range(world)])[r] = list(src)
-        dst = src if op == AR else [-1] * (n * world if op == AG else n)
+        dst = src if op in (AR, BC) else [-1] * (n * world if op == AG else n)
         nb = max(1, min(blocks, -(-n // threads)))     # symm_ll.grid: the size alone
         seqs = [ranks[r].seqs[b] + 1 for b in range(nb)]
         # parity=False: every call on one region, what the model must catch
-        gens = [_thread(op, ranks[r], ranks, src, dst, n, b, t, nb, threads,
-                        seqs[b] if parity else 2 * seqs[b])
+        gens = [_thread(op, root, ranks[r], ranks, src, dst, n, b, t, nb, threads,
+                        seqs[b] if parity else 2 * seqs[b], tokens)
                 for b in range(nb) for t in range(threads)]
         live[r] = {"gens": gens, "dst": dst, "seqs": seqs, "call": k}
 
@@ -128,24 +160,25 @@ def run(world: int, calls: list[tuple[int, int]], seed: int, blocks: int = 2,
             if st["call"] + 1 < len(calls):
                 launch(r, st["call"] + 1)
     for (k, r), got in sorted(results.items()):
-        op, n = calls[k]
-        want = _expected(op, inputs[k], n, r)
+        op, root, n = calls[k]
+        want = _expected(op, root, inputs[k], n, r)
         if got != want:
-            return f"call {k} (op {op}) on rank {r}: {got} != {want}"
+            return f"call {k} (op {op}, root {root}) on rank {r}: {got} != {want}"
     return None
 
 
-def _calls(rng: random.Random, count: int) -> list[tuple[int, int]]:
-    return [(rng.choice((AR, AG, RS)), rng.randint(1, 9)) for _ in range(count)]
+def _calls(rng: random.Random, count: int, world: int = 3) -> list[tuple[int, int, int]]:
+    return [(rng.choice((AR, AG, RS, BC)), rng.randrange(world), rng.randint(1, 9))
+            for _ in range(count)]
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_every_call_ends_right_under_random_schedules(world: int) -> None:
-    """Mixed ops, sizes that launch one or two blocks, ranks racing ahead: every call ends on
-    every rank with the right result."""
+    """Mixed ops and roots, sizes that launch one or two blocks, ranks racing ahead: every call
+    ends on every rank with the right result."""
     rng = random.Random(world)
     for seed in range(150):
-        calls = _calls(rng, 12)
+        calls = _calls(rng, 12, world)
         assert run(world, calls, seed) is None, (seed, calls)
 
 
@@ -156,3 +189,11 @@ def test_one_region_for_every_call_fails_the_model() -> None:
     calls = [_calls(rng, 12) for _ in range(50)]
     assert any(run(3, c, seed, parity=False) is not None for seed, c in enumerate(calls))
     assert all(run(3, c, seed) is None for seed, c in enumerate(calls))
+
+
+def test_a_broadcast_without_tokens_fails_the_model() -> None:
+    """Without the other ranks' tokens the root hears from no peer: a root that races two
+    broadcasts ahead overwrites lines a peer has not read, and the model sees it."""
+    calls = [(BC, 0, 4)] * 8
+    assert any(run(3, calls, seed, tokens=False) is not None for seed in range(100))
+    assert all(run(3, calls, seed) is None for seed in range(100))
