@@ -143,10 +143,10 @@ __device__ __forceinline__ void ll_broadcast(int root, unsigned char* data, u64 
 }
 
 // One call of `op` on blocks of n bytes. all-reduce and broadcast (from root): src == dst, n
-// bytes; all-gather: src n bytes, dst world x n; reduce-scatter: src world x n, dst n. regions: world addresses, each
-// rank's receive area (2 parities x world sources x cap lines of 16 bytes); seqs: one call
-// counter per block, advanced by the block itself so that a replayed CUDA graph numbers its
-// calls right.
+// bytes; all-gather: src n bytes, dst world x n; reduce-scatter: src world x n, dst n.
+// regions: world addresses, each rank's receive area (2 parities x world sources x cap lines of
+// 16 bytes); seqs: one call counter per block, advanced by the block itself so that a replayed
+// CUDA graph numbers its calls right.
 template <bool BF16>
 __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 n,
                                         const u64* regions, int rank, int world, u32* seqs,
