@@ -253,14 +253,10 @@ class SymmBackend(Backend):
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """t on every rank <- t on group rank root, in place, on the low-latency kernel (NCCL on
         the group where its ranks cannot all run it)."""
-        st, sid = self._enter(g)
         n = t.numel() * t.element_size()
-        if st.ll is None:
-            tdist.broadcast(t, group_src=root, group=g.handles[self.name])
-        else:
-            st.graphs.run((BROADCAST, t.data_ptr(), n, root),
-                          lambda m: st.ll.issue(LL.BROADCAST, t, t, n, False, root),
-                          lambda: stream_of(sid))
+        self._ll_call(g, (BROADCAST, t.data_ptr(), n, root),
+                      lambda ll: ll.issue(LL.BROADCAST, t, t, n, False, root),
+                      lambda pg: tdist.broadcast(t, group_src=root, group=pg))
         return None if sync else self._stream_work(BROADCAST, t.nbytes, g)
 
     def _plan_for(self, st: _Staging, t: torch.Tensor, size: int
