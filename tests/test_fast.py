@@ -395,6 +395,33 @@ def test_graph_cache_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert out == [1, 1, 1] and bad.capacity == 0 and bad.direct == 3
 
 
+@pytest.mark.parametrize("fail_at", [1, 3])
+def test_graph_replay_the_driver_refuses_runs_the_call_once(
+        monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+    """A replay the driver refuses (its first, right after the capture, or a later one): that
+    call is issued directly instead, exactly once, with a warning; graphs are off after it and
+    the summary says so."""
+    cache, _ = _standin_graphs(monkeypatch, capacity=4)
+    replays = [0]
+
+    class Refusing(_GraphStandin):
+        def replay(self) -> None:
+            replays[0] += 1
+            if replays[0] == fail_at:
+                raise RuntimeError("CUDA error: invalid argument\nmore lines")
+            super().replay()
+    monkeypatch.setattr(GraphCache, "_capture",
+                        lambda self, issue: Refusing(issue))
+    ran: list[int] = []
+    with pytest.warns(RuntimeWarning, match="replay failed.*invalid argument$"):
+        for i in range(6):
+            cache.run("k", lambda m, i=i: ran.append(i), lambda: None)
+    # A replay runs the captured call's work again (call 1's); the refused call runs its own.
+    want = [0, 1, 2, 3, 4, 5] if fail_at == 1 else [0, 1, 1, 3, 4, 5]
+    assert ran == want and cache.capacity == 0 and not cache.graphs
+    assert cache.refused == 1 and "a replay failed" in cache.note()
+
+
 def test_symm_replays_read_new_data_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """symm with graphs on (CUDA capture stood in): the same tensor again with new data, sum and
     avg on the same address, views at other offsets: every result is 2 x input (sum) or the

@@ -31,6 +31,7 @@ class GraphCache:
         self.replays = 0
         self.direct = 0
         self.dropped = 0
+        self.refused = 0      # replays the driver refused (graphs are off after the first)
 
     def run(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None],
             stream: Callable[[], torch.cuda.Stream]) -> None:
@@ -66,7 +67,9 @@ class GraphCache:
         if len(self.graphs) > self.capacity:
             self.graphs.popitem(last=False)
             self.dropped += 1
-        self.replay(key)   # the capture ran nothing: this is the call
+        if not self.replay(key):   # the capture ran nothing: this is the call
+            self.direct += 1
+            issue(stream())
 
     def replay(self, key: Hashable) -> bool:
         """Replay key's graph on the current stream if it is captured and no capture is under
@@ -76,7 +79,19 @@ class GraphCache:
         if g is None or capturing():
             return False
         self.graphs.move_to_end(key)
-        g.replay()
+        try:
+            g.replay()
+        except RuntimeError as e:
+            # cudaGraphLaunch refused the graph, which enqueues none of it (seen once: "invalid
+            # argument", an sdma reduce-scatter in FSDP2 on 2x H100, NOTES.md). The caller then
+            # issues the call directly, the same work on the device, so the peers cannot tell.
+            warnings.warn(f"mcr: CUDA graph replay failed, issuing calls directly from now on: "
+                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                          RuntimeWarning, stacklevel=3)
+            self.refused += 1
+            self.capacity = 0
+            self.clear()
+            return False
         self.replays += 1
         return True
 
@@ -102,8 +117,9 @@ class GraphCache:
     def note(self) -> str:
         """How calls ran: directly, or replayed from captured graphs (and how many were
         captured, and dropped again for room: many drops mean keys that rarely repeat)."""
+        refused = "; a replay failed, graphs off since" if self.refused else ""
         return (f"{self.direct} calls issued directly, {self.replays} replayed from "
-                f"{self.captures} captured CUDA graphs ({self.dropped} dropped for room)")
+                f"{self.captures} captured CUDA graphs ({self.dropped} dropped for room{refused})")
 
     def clear(self) -> None:
         """Forget every graph (the buffers they name are about to change)."""
