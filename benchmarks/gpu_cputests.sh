@@ -12,7 +12,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 python3 -m pip install -q --no-deps --no-build-isolation --no-cache-dir . || exit 1
 export PYTHONPATH=$PWD:/tmp/site OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 {
-echo "# $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 python3 -c 'import sys, torch, deepspeed, transformers, accelerate; print("python", sys.version.split()[0], "torch", torch.__version__, "deepspeed", deepspeed.__version__, "transformers", transformers.__version__, "accelerate", accelerate.__version__)'
 mpirun --version | head -1
 python3 -m pytest -v -p no:cacheprovider -rs --durations=15 $(python3 -c 'import pytest_timeout' 2>/dev/null && echo --timeout=240) ${TESTS:-tests/test_errors.py tests/test_integrations.py}

@@ -48,7 +48,7 @@ RUN="torchrun --standalone --nproc_per_node=$N"
 PART=" ${PART:-train} "
 has() { [[ "$PART" == *" $1 "* ]]; }
 {
-echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 python3 -c 'import torch, deepspeed, transformers; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "deepspeed", deepspeed.__version__, "transformers", transformers.__version__)'
 if has train; then
 TAILN=4 step tuner 200 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:1GiB -f 4 -i 20 -x 3 \

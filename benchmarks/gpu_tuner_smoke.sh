@@ -5,7 +5,7 @@
 set -uo pipefail
 . benchmarks/gpu_env.sh
 MPI="mpirun --allow-run-as-root --oversubscribe -np $N $X"
-echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N, commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 T0=$SECONDS
 $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m 4KiB:64MiB --batch 5 -i 20 -x 3 \
   --backend nccl,sdma --symm sdma --profiles standalone,overlap --out "$OUT/smoke_np$N" \
