@@ -10,7 +10,8 @@
 #   osu      OSU-style, every op, tuned dispatcher against NCCL (gpu_tune.sh osu)
 #   overlap  the overlap benchmark (20 GEMMs beside 10 x 256 MiB all-gathers): NCCL, the
 #            dispatcher into plain outputs and into symmetric ones (FSDP2's zero-copy case)
-#   steps    issue 11's train_step, both frameworks and shapes, plain against mcr, PAIRS rounds
+#   steps    issue 11's train_step, both frameworks and shapes, CONFIGS (default plain,mcr;
+#            mcr-standalone adds the standalone rules), PAIRS rounds
 #   hier     gpu_hier.sh: the GPUs as 2 nodes, NCCL on the loopback socket, hier against flat
 #   exact    tests/workers/fast_worker.py at N GPUs: sdma and symm against NCCL's results
 # The table in force after tune is the fresh one; without a tune on this machine, the one
@@ -43,7 +44,8 @@ for part in ${PARTS:-tune osu overlap steps}; do
       > "$O/overlap/overlap.log" 2>&1
     echo "overlap rc=$?"; grep -a "^#\|^  " "$O/overlap/overlap.log" ;;
   steps)
-    MCR_TUNING_TABLE=$(fresh) OUT=$O/steps PART=steps CONFIGS=plain,mcr PAIRS=${PAIRS:-5} \
+    MCR_TUNING_TABLE=$(fresh) OUT=$O/steps PART=steps CONFIGS=${CONFIGS:-plain,mcr} \
+      PAIRS=${PAIRS:-5} \
       bash benchmarks/gpu_train.sh > /dev/null
     grep -av "^bypassed" "$O/steps/summary.log" ;;
   hier)
