@@ -216,6 +216,41 @@ def test_a_lone_win_between_two_of_the_defaults_is_settled_to_the_default():
         ["nccl", "nccl", "nccl", "sdma", "sdma"]             # two in a row, or at an end: kept
 
 
+def test_the_defaults_near_ties_between_two_wins_of_one_challenger_go_to_it():
+    """Sizes kept on the default (faster by less than the margin) between two clear wins of one
+    challenger go to it where it was faster by median and by fastest round; not where it was
+    slower at any size of the run, not between two different challengers or at an end, and
+    a lone win the table drops is no flank."""
+    def rows(mid: dict[int, dict[str, float]]) -> list[dict]:
+        # 64's symm no faster than the run's: a larger size's fastest round bounds a smaller's
+        return _rows("all_gather", {1: {"nccl": 220.0, "symm": 150.0}, **mid,
+                                    64: {"nccl": 250.0, "symm": 213.0}})
+    near = 220.0 / (1 + TIE / 2)                         # faster, inside the margin
+    run = {4: {"nccl": 220.0, "symm": near}, 16: {"nccl": 220.0, "symm": near}}
+    assert [be for _, be in winners(rows(run), "nccl")["all_gather"]] == \
+        ["symm", "nccl", "nccl", "symm"]
+    assert [be for _, be in settled(rows(run), "nccl")["all_gather"]] == ["symm"] * 4
+    slower = {**run, 16: {"nccl": 220.0, "symm": 221.0}}
+    assert [be for _, be in settled(rows(slower), "nccl")["all_gather"]] == \
+        ["symm", "nccl", "nccl", "symm"]
+    at_best = [r for r in rows(run) if not (r["bytes"] == 4 and r["backend"] == "nccl")]
+    at_best.append(_row("all_gather", 4, "nccl", [230.0, 205.0, 230.0]))   # NCCL's fast round
+    assert [be for _, be in settled(at_best, "nccl")["all_gather"]] == \
+        ["symm", "nccl", "nccl", "symm"]
+    other = _rows("all_gather", {1: {"nccl": 220.0, "symm": 200.0, "sdma": 230.0}, **run,
+                                 64: {"nccl": 220.0, "symm": 230.0, "sdma": 200.0}})
+    assert [be for _, be in settled(other, "nccl")["all_gather"]] == \
+        ["symm", "nccl", "nccl", "sdma"]
+    ends = _rows("all_gather", {**run, 64: {"nccl": 220.0, "symm": 200.0}})
+    assert [be for _, be in settled(ends, "nccl")["all_gather"]] == ["nccl", "nccl", "symm"]
+    lone = _rows("all_gather", {1: {"nccl": 220.0, "symm": near},
+                                2: {"nccl": 220.0, "symm": 200.0}, **run,
+                                64: {"nccl": 220.0, "symm": 200.0}})
+    assert [be for _, be in winners(lone, "nccl")["all_gather"]] == \
+        ["nccl", "symm", "nccl", "nccl", "symm"]
+    assert [be for _, be in settled(lone, "nccl")["all_gather"]] == ["nccl"] * 4 + ["symm"]
+
+
 def test_suspects_are_single_size_flips_only():
     seq = [(1, "a"), (2, "a"), (4, "b"), (8, "a"), (16, "b"), (32, "b")]
     assert suspects(seq) == [4, 8]          # 8 differs from 4 and 16, which now differ: 4 first

@@ -26,7 +26,9 @@ its interleaved rounds. Rules, in order:
   one steady round showed;
 - a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
   before it is believed (suspects); a challenger's lone win between two of the default's that
-  survives every re-measurement is still dropped from the table (settled);
+  survives every re-measurement is still dropped from the table (settled); the other way
+  round, sizes left to the default between two wins of one challenger go to it where it was
+  faster there too, by median and by fastest round, though not past the margin (settled);
 - where neighbouring sizes' winners differ, the size between them is measured next (gaps),
   until the two are at most `ratio` apart: boundaries are searched, not guessed; the rule's
   boundary then lies at their middle (ranges).
@@ -159,16 +161,53 @@ def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[in
 
 
 def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
-    """winners, as a table writes them once every point is measured: a challenger's win at one
-    size between two of the default's is dropped. After re-checks and confirms such a lone win
-    is a near-tie that went one way (NCCL's small reduce-scatters against sdma's on 2x H200
-    flipped at every other grid size), and a switch must pay for itself."""
+    """winners, as a table writes them once every point is measured: near-ties follow their
+    neighbours. A challenger's win at one size between two of the default's is dropped: after
+    re-checks and confirms it is a near-tie that went one way (NCCL's small reduce-scatters
+    against sdma's on 2x H200 flipped at every other grid size), and a switch must pay for
+    itself. Then sizes kept on the default between two of one challenger's remaining wins go
+    to it where it ran faster there too (_filled)."""
+    by = _enveloped(rows)
     out = {}
     for op, seq in winners(rows, default).items():
-        out[op] = [(size, default if 0 < i < len(seq) - 1 and be != default
-                    and seq[i - 1][1] == seq[i + 1][1] == default else be)
-                   for i, (size, be) in enumerate(seq)]
+        seq = [(size, default if 0 < i < len(seq) - 1 and be != default
+                and seq[i - 1][1] == seq[i + 1][1] == default else be)
+               for i, (size, be) in enumerate(seq)]
+        out[op] = _filled(seq, by[op], default)
     return out
+
+
+def _filled(seq: list[tuple[int, str]], sizes: dict[int, dict[str, dict[str, Any]]],
+            default: str) -> list[tuple[int, str]]:
+    """seq with each run of the default's sizes between two wins of one challenger given to
+    that challenger, if it was faster at every size of the run by median and by fastest
+    round: the margin missed there, by noise, what both neighbours showed. (2x H100, under a
+    GEMM: symm ran 8-10 us under NCCL's ~220 us window at every size to 32 KiB, and the margin
+    alone left NCCL three ranges among symm's.)"""
+    out = list(seq)
+    i = 1
+    while i < len(out):
+        if out[i][1] != default:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and out[j][1] == default:
+            j += 1
+        x = out[j][1] if j < len(out) else default
+        if x != default and out[i - 1][1] == x and all(
+                _ahead(sizes[out[k][0]], x, default) for k in range(i, j)):
+            out[i:j] = [(size, x) for size, _ in out[i:j]]
+        i = j
+    return out
+
+
+def _ahead(point: dict[str, dict[str, Any]], be: str, default: str) -> bool:
+    """be ran faster than the default at this point by median and by fastest round."""
+    if be not in point or default not in point:
+        return False
+    c, d = point[be], point[default]
+    return (float(c["median_us"]) < float(d["median_us"])
+            and float(c["fastest_round_us"]) <= float(d["fastest_round_us"]))
 
 
 def suspects(seq: list[tuple[int, str]]) -> list[int]:
