@@ -156,8 +156,14 @@ def curves(rows: list[dict[str, Any]]) -> dict[str, dict[tuple[int, str], tuple[
 
 def winners(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
     """op -> [(bytes, chosen backend)] sorted by bytes."""
+    return _picks(_enveloped(rows), default)
+
+
+def _picks(by: dict[str, dict[int, dict[str, dict[str, Any]]]],
+           default: str) -> dict[str, list[tuple[int, str]]]:
+    """winners of points already enveloped."""
     return {op: [(size, pick(pt, default)) for size, pt in sorted(sizes.items())]
-            for op, sizes in _enveloped(rows).items()}
+            for op, sizes in by.items()}
 
 
 def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[int, str]]]:
@@ -169,7 +175,7 @@ def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[in
     to it where it ran faster there too (_filled)."""
     by = _enveloped(rows)
     out = {}
-    for op, seq in winners(rows, default).items():
+    for op, seq in _picks(by, default).items():
         seq = [(size, default if 0 < i < len(seq) - 1 and be != default
                 and seq[i - 1][1] == seq[i + 1][1] == default else be)
                for i, (size, be) in enumerate(seq)]
