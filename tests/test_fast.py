@@ -269,10 +269,10 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 
 
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather and reduce-scatter by
-    default; MCR_SYMM_OPS=all_reduce leaves them to the others); symm declines blocks past the
-    low-latency kernel's limit for the group's size (auto: 2 MiB pushed per rank),
-    reduce-scatters other than sum/avg of bf16/fp32, and groups past 8 ranks. Served calls
+    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter and
+    broadcast by default; MCR_SYMM_OPS=all_reduce leaves them to the others); symm declines
+    blocks past the low-latency kernel's limit for the group's size (auto: 2 MiB pushed per
+    rank), reduce-scatters other than sum/avg of bf16/fp32, and groups past 8 ranks. Served calls
     reach the kernel with blocks of n bytes and give the right results (the kernel stood in)."""
     from mcr.config import Config
     from mcr.ops import make_key
@@ -280,7 +280,7 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
     assert off.serves == {"all_reduce"}
     be = SymmBackend(Config())
-    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}
 
     def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
         return make_key(op, ranks, nbytes, dtype, "cuda", redop, "standalone")
@@ -311,10 +311,10 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
                 be.reduce_scatter(got, y, op, g, sync=True)
                 assert torch.equal(got, y[:n] * (2 if op is S else 1)), (dt, n, op)
     assert ll.ops == [1, 2, 2, 1, 2, 2, 1]
-    # Broadcast only where MCR_SYMM_OPS names it (not yet run on a GPU): the root pushes the
-    # whole tensor to each peer, so the limit applies to all of it.
+    # Broadcast only where MCR_SYMM_OPS names it: the root pushes the whole tensor to each
+    # peer, so the limit applies to all of it.
     member = SimpleNamespace(handles={"symm": None}, notes={}, ranks=[0, 1])
-    assert "does not implement broadcast" in be.decline(key("broadcast", 64, 2), member)
+    assert "does not implement broadcast" in off.decline(key("broadcast", 64, 2), member)
     bc = SymmBackend(Config(symm_ops=("all_reduce", "broadcast")))
     assert bc.serves == {"all_reduce", "broadcast"}
     assert bc.decline_key(key("broadcast", 2**20, 2, torch.uint8)) is None
