@@ -6,8 +6,7 @@
 #   2x H200   issue 18: a fresh table, its check and OSU (gpu_lease.sh CALL=1 TESTS=0), then
 #             the small all-reduce point with that table (gpu_small_ar.sh)
 #   4x H200   issue 14: a fresh table, its check and OSU (gpu_lease4.sh tune osu)
-#   4x other  the low-latency broadcast at 4 GPUs (gpu_symm_ll.sh bcast), then the steps with
-#             both table profiles (gpu_lease4.sh steps, CONFIGS=plain,mcr,mcr-standalone)
+#   4x other  which overlap rules ZeRO-3 large pays for at 4 GPUs (probes/gpu_zero3_split.sh)
 #   2x other  ZeRO-3 and FSDP2 large with both table profiles (gpu_train.sh steps)
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
@@ -30,9 +29,7 @@ case "$n:$name" in
     bash benchmarks/gpu_lease4.sh
   cp /tmp/gpu_tune/*_np4.* "$O/l4/" 2>/dev/null ;;
 4:*)
-  PARTS=bcast OUT=$O timeout 150 bash probes/gpu_symm_ll.sh
-  timeout "$(left)" env PARTS=steps CONFIGS=plain,mcr,mcr-standalone PAIRS=4 \
-    DEADLINE=$(($(left) - 10)) OUT="$O/l4" bash benchmarks/gpu_lease4.sh ;;
+  OUT=$O timeout "$(left)" bash probes/gpu_zero3_split.sh ;;
 *)
   for fw in deepspeed fsdp; do
     timeout "$(( $(left) / 2 ))" env OUT="$O/$fw" PART=steps FRAMEWORKS=$fw SHAPES=large \
