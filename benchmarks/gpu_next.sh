@@ -3,11 +3,12 @@
 # have often given H100s): run from the repo root with .whl carried and COMMIT=<hash>; every
 # file under $OUT ends in one all.tar (few files come back well). LIMIT (default 570) is the
 # seconds the call may take.
-#   2x H200   issue 18: a fresh table, its check and OSU (gpu_lease.sh CALL=1 TESTS=0), then
-#             the small all-reduce point with that table (gpu_small_ar.sh)
+#   2x any    issue 18: a fresh table, its check and OSU (gpu_lease.sh CALL=1 TESTS=0), then
+#             the small all-reduce point with that table (gpu_small_ar.sh); on H100s this
+#             refreshes their table (the tuner's newer rules, symm's broadcast measured)
 #   4x H200   issue 14: a fresh table, its check and OSU (gpu_lease4.sh tune osu)
 #   4x other  which overlap rules ZeRO-3 large pays for at 4 GPUs (probes/gpu_zero3_split.sh)
-#   2x other  ZeRO-3 and FSDP2 large with both table profiles (gpu_train.sh steps)
+#   other     nothing planned; says so
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
 T0=$SECONDS
@@ -17,7 +18,7 @@ name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 n=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 echo "# $(date -Iseconds) $name x$n, tree ${COMMIT:-?}"
 case "$n:$name" in
-2:*H200*)
+2:*)
   timeout "$(left)" env TESTS=0 CALL=1 OUT="$O/lease" bash benchmarks/gpu_lease.sh
   table=$(ls /tmp/gpu_tune/*_np2.yaml 2>/dev/null | head -1)
   if [ -n "$table" ] && [ "$(left)" -gt 60 ]; then
@@ -31,12 +32,7 @@ case "$n:$name" in
 4:*)
   OUT=$O timeout "$(left)" bash probes/gpu_zero3_split.sh ;;
 *)
-  for fw in deepspeed fsdp; do
-    timeout "$(( $(left) / 2 ))" env OUT="$O/$fw" PART=steps FRAMEWORKS=$fw SHAPES=large \
-      CONFIGS=plain,mcr,mcr-standalone PAIRS=5 PROFILE_STEPS=0 bash benchmarks/gpu_train.sh \
-      > /dev/null 2>&1
-    echo "$fw at $((SECONDS - T0)) s"; grep -a "rc=" "$O/$fw/summary.log"
-  done ;;
+  echo "nothing planned for $n x $name" ;;
 esac
 cd "$O" && tar -cf all.tar --exclude=all.tar -- * && find . -type f ! -name all.tar -delete
 echo "gpu_next done at $((SECONDS - T0)) s"
