@@ -10,6 +10,7 @@
 #          process (probes/probe_sdma_pipeline.py; the gpu test suite checks the schedule),
 #          then plain all-gather and reduce-scatter again beside a GEMM (the overlap profile)
 # SMOKE=1 narrows every size range to 4 KiB..4 MiB, to try the script on a one-GPU lease.
+# OPS (default: all) tunes only these ops, comma-separated; check then measures those alone.
 # Without tune, check and osu take the table an earlier tune left in /tmp/gpu_tune (a warm
 # machine keeps it), else the shipped one; TABLE=STEM names another.
 # $OUT keeps summary.log and results.tar (the table's yaml/csv/png, check log, OSU csv),
@@ -30,7 +31,7 @@ echo "# device run $(date -Iseconds) on $(nvidia-smi --query-gpu=name --format=c
 python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
 if has tune; then
   TAILN=12 step tune "${TUNE_LIMIT:-420}" $MPI python3 -m mcr.tuner -d cuda -t bfloat16 -m "$SIZES" --batch 5 $BE \
-    --profiles standalone,overlap --interconnect NVLink --out "$TABLE" --fresh
+    --profiles standalone,overlap --interconnect NVLink --out "$TABLE" --fresh ${OPS:+--ops "$OPS"}
   python3 -m mcr.tuner show "$TABLE.yaml" > "$W/show.txt" 2>&1; head -60 "$W/show.txt"
 fi
 [ -f "$TABLE.yaml" ] || TABLE="mcr/tuning_tables/${CLASS}_np$N"   # check/osu alone: the shipped one

@@ -251,6 +251,43 @@ def test_the_defaults_near_ties_between_two_wins_of_one_challenger_go_to_it():
     assert [be for _, be in settled(lone, "nccl")["all_gather"]] == ["nccl"] * 4 + ["symm"]
 
 
+def test_a_challenger_that_matched_the_defaults_fast_mode_at_the_point_wins_its_slow_one():
+    """NCCL's 4 MiB reduce-scatter on 2x H100 (2026-11-26): 60, 39 and 54 us in three rounds
+    beside sdma's 44, 38 and 40. No margin in every round, yet sdma lost none and matched NCCL's
+    fast mode: it wins, and is confirmed. Not where it lost a round, where NCCL's fast mode was
+    met only at another size, where its fastest round was slower, or its median within TIE."""
+    M = 4 << 20
+    point = [_row("x", M, "nccl", [59.9, 39.2, 54.1]), _row("x", M, "sdma", [43.7, 38.3, 40.2])]
+    assert winners(point, "nccl") == {"x": [(M, "sdma")]}
+    assert to_confirm(point, "nccl") == {"x": [(M, "sdma")]}
+    lost = [point[0], _row("x", M, "sdma", [43.7, 40.0, 40.2])]
+    assert winners(lost, "nccl") == {"x": [(M, "nccl")]}
+    elsewhere = [_row("x", M, "nccl", [60.0, 57.0, 63.0]), _row("x", M, "sdma", [43.7, 38.3, 40.2]),
+                 _row("x", 2 * M, "nccl", [38.5]), _row("x", 2 * M, "sdma", [50.0])]
+    assert winners(elsewhere, "nccl")["x"][0] == (M, "nccl")
+    slower_best = [_row("x", M, "nccl", [60.0, 39.0, 55.0]),
+                   _row("x", M, "sdma", [43.0, 38.5, 40.0]),
+                   _row("x", 2 * M, "nccl", [38.0]), _row("x", 2 * M, "sdma", [50.0])]
+    assert winners(slower_best, "nccl")["x"][0] == (M, "nccl")
+    close = [_row("x", M, "nccl", [41.0, 39.2, 40.0]), _row("x", M, "sdma", [40.0, 38.5, 39.5])]
+    assert winners(close, "nccl") == {"x": [(M, "nccl")]}
+
+
+def test_a_lone_win_between_two_of_another_challengers_goes_to_it_where_tied():
+    """Under a GEMM (2x H100) symm and sdma took turns at the smallest sizes, within 2% of each
+    other: a lone win between two of another challenger's goes to that one where it tied
+    there by median; not where it was slower by more than TIE."""
+    def rows(sdma_16: float, symm_16: float) -> list[dict]:
+        return _rows("all_gather", {8: {"nccl": 250.0, "symm": 220.0, "sdma": 224.0},
+                                    16: {"nccl": 250.0, "symm": symm_16, "sdma": sdma_16},
+                                    32: {"nccl": 250.0, "symm": 221.0, "sdma": 226.0}})
+    tied = rows(218.0, 221.0)
+    assert [be for _, be in winners(tied, "nccl")["all_gather"]] == ["symm", "sdma", "symm"]
+    assert [be for _, be in settled(tied, "nccl")["all_gather"]] == ["symm"] * 3
+    clear = rows(200.0, 221.0)
+    assert [be for _, be in settled(clear, "nccl")["all_gather"]] == ["symm", "sdma", "symm"]
+
+
 def test_suspects_are_single_size_flips_only():
     seq = [(1, "a"), (2, "a"), (4, "b"), (8, "a"), (16, "b"), (32, "b")]
     assert suspects(seq) == [4, 8]          # 8 differs from 4 and 16, which now differ: 4 first

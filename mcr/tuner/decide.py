@@ -10,6 +10,12 @@ its interleaved rounds. Rules, in order:
   at once, for milliseconds to minutes) is judged by its fast mode, so a table tuned while it
   was slow does not lose to it when it is fast; a slow spell that slows the challenger too
   (sdma's small broadcasts: 22 us, then 38) does not hide a real win;
+- a challenger that lost no round side by side, was no slower at both's fastest rounds and
+  beat the default's median by TIE replaces it too: the default swung between modes within
+  the point (NCCL's 4 MiB reduce-scatter on 2x H100: 39 us in one round, 54 and 60 in the
+  others, beside sdma's steady 38-44), and the challenger is as fast as its fast mode and
+  faster in its slow one (the check of a table that kept NCCL there met it slow: 36-40%
+  regret at 2 MiB, by medians and by fastest rounds alike);
 - a backend's fastest time at a size is no more than at any larger size (it moves fewer
   bytes): on 2x H200 NCCL's 4 MiB broadcast took 57-63 us in a slow spell, then 40 us at
   6 MiB; a challenger must beat that envelope, not the slow spell, and is judged by its own;
@@ -26,7 +32,8 @@ its interleaved rounds. Rules, in order:
   one steady round showed;
 - a size whose winner differs from both neighbours, which agree, is a suspect: re-measured
   before it is believed (suspects); a challenger's lone win between two of the default's that
-  survives every re-measurement is still dropped from the table (settled); the other way
+  survives every re-measurement is still dropped from the table, and one between two of
+  another challenger's goes to that one where it tied there (settled); the other way
   round, sizes left to the default between two wins of one challenger go to it where it was
   faster there too, by median and by fastest round, though not past the margin (settled);
 - where neighbouring sizes' winners differ, the size between them is measured next (gaps),
@@ -65,18 +72,42 @@ def _rounds(row: dict[str, Any]) -> list[float]:
 def pick(point: dict[str, dict[str, Any]], default: str) -> str:
     """The backend for one size: the fastest, if it beat the default by more than TIE in every
     interleaved round (each round times them side by side, so drift between rounds cannot make
-    a winner) and its fastest round beat the default's by TIE too; else the default."""
+    a winner) and its fastest round beat the default's by TIE too; or if it won through the
+    default's slow spell (spell_winner); else the steadier at a tie (steadier)."""
     best = _fastest(point)
     if default not in point or best == default:
         return best
-    if round_winner(point, default) is None:
-        return steadier(point, default)
     d, c = point[default], point[best]
-    fast_d = float(d.get("fastest_round_us", min(_rounds(d))))
-    fast_c = float(c.get("fastest_round_us", min(_rounds(c))))
-    if fast_d > fast_c * (1 + TIE):
+    if round_winner(point, default) is not None and \
+            _fastest_round(d) > _fastest_round(c) * (1 + TIE):
+        return best
+    if spell_winner(point, default) is not None:
         return best
     return steadier(point, default)
+
+
+def _fastest_round(row: dict[str, Any]) -> float:
+    """The row's fastest round, over every pass at its size (and larger ones, enveloped)."""
+    return float(row.get("fastest_round_us", min(_rounds(row))))
+
+
+def spell_winner(point: dict[str, dict[str, Any]], default: str) -> str | None:
+    """The fastest challenger by median, if the default's rounds here met its fast mode (one
+    within TIE of its fastest anywhere), the challenger lost no round side by side and was no
+    slower at both's fastest, and it beat the default's median by more than TIE: the default
+    swung between modes within the point and the challenger matched the fast one; else None.
+    Not where the fast mode is known only from elsewhere (2x H200: NCCL's 4 MiB broadcast
+    ran 57-63 us, 40 at 6 MiB, and OSU later met it at 33.5 against sdma's 39)."""
+    best = _fastest(point)
+    if default not in point or best == default:
+        return None
+    d, c = point[default], point[best]
+    rd, rc = _rounds(d), _rounds(c)
+    if min(rd) > _fastest_round(d) * (1 + TIE) or any(a < b for a, b in zip(rd, rc)):
+        return None
+    if float(d["median_us"]) <= float(c["median_us"]) * (1 + TIE):
+        return None
+    return best if _fastest_round(c) <= _fastest_round(d) else None
 
 
 def _fastest(point: dict[str, dict[str, Any]]) -> str:
@@ -104,7 +135,7 @@ def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple
     out: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for op, sizes in _enveloped(rows).items():
         for size, pt in sorted(sizes.items()):
-            be = round_winner(pt, default)
+            be = round_winner(pt, default) or spell_winner(pt, default)
             if be is None or pt[be].get("pass") == "confirm":
                 continue
             narrow = float(pt[default]["fastest_round_us"]) < float(pt[be]["median_us"]) * CONFIRM
@@ -171,16 +202,32 @@ def settled(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple[in
     neighbours. A challenger's win at one size between two of the default's is dropped: after
     re-checks and confirms it is a near-tie that went one way (NCCL's small reduce-scatters
     against sdma's on 2x H200 flipped at every other grid size), and a switch must pay for
-    itself. Then sizes kept on the default between two of one challenger's remaining wins go
-    to it where it ran faster there too (_filled)."""
+    itself. A challenger's win at one size between two of another challenger's goes to that
+    one where its median there was within TIE (under a GEMM on 2x H100, symm and sdma took
+    turns at the smallest sizes, each within 2% of the other). Then sizes kept on the default
+    between two of one challenger's remaining wins go to it where it ran faster there too
+    (_filled)."""
     by = _enveloped(rows)
     out = {}
     for op, seq in _picks(by, default).items():
-        seq = [(size, default if 0 < i < len(seq) - 1 and be != default
-                and seq[i - 1][1] == seq[i + 1][1] == default else be)
-               for i, (size, be) in enumerate(seq)]
+        seq = [(size, _lone(seq, i, by[op][size], default)) for i, (size, _) in enumerate(seq)]
         out[op] = _filled(seq, by[op], default)
     return out
+
+
+def _lone(seq: list[tuple[int, str]], i: int, point: dict[str, dict[str, Any]],
+          default: str) -> str:
+    """seq[i]'s backend, or its neighbours' where they agree and it won alone between them:
+    always for the default, for a challenger where it tied the winner by median."""
+    be = seq[i][1]
+    if not 0 < i < len(seq) - 1 or seq[i - 1][1] != seq[i + 1][1] or seq[i - 1][1] == be:
+        return be
+    x = seq[i - 1][1]
+    if x == default:
+        return x
+    tied = x in point and \
+        float(point[x]["median_us"]) <= float(point[be]["median_us"]) * (1 + TIE)
+    return x if tied else be
 
 
 def _filled(seq: list[tuple[int, str]], sizes: dict[int, dict[str, dict[str, Any]]],
