@@ -81,8 +81,9 @@ def _panel(ax: Any, rows: list[dict[str, Any]], p: Pass, default: str) -> None:
     for i, (lo, hi, be) in enumerate(ranges(seq)):
         a, b = max(lo, lo_x), min(hi, top * 4)
         ax.axvspan(a, b, color=COLORS.get(be, "grey"), alpha=0.12, lw=0)
-        # Alternate heights: the names of narrow neighbouring ranges would overlap.
-        ax.text((a * b) ** 0.5, 0.97 - 0.06 * (i % 2), f"chosen: {be}",
+        # Four heights in turn, and the bare name on a narrow range: the names of narrow
+        # neighbouring ranges would overlap.
+        ax.text((a * b) ** 0.5, 0.97 - 0.06 * (i % 4), be if b < a * 64 else f"chosen: {be}",
                 transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7,
                 color=COLORS.get(be, "grey"))
     ax.axvspan(top, top * 4, facecolor="none", edgecolor="grey", hatch="//", lw=0,
