@@ -7,7 +7,8 @@
 #             the small all-reduce point with that table (gpu_small_ar.sh); on H100s this
 #             refreshes their table (the tuner's newer rules, symm's broadcast measured)
 #   4x H200   issue 14: a fresh table, its check and OSU (gpu_lease4.sh tune osu)
-#   4x other  which overlap rules ZeRO-3 large pays for at 4 GPUs (probes/gpu_zero3_split.sh)
+#   4x other  ZeRO-3 large under the overlap rules (auto) against the standalone ones: three
+#             processes of 12 pairs each (4 pairs moved 0.95-1.15x from process to process)
 #   other     nothing planned; says so
 set -uo pipefail
 O=${OUT:?OUT must name the output folder}
@@ -30,7 +31,12 @@ case "$n:$name" in
     bash benchmarks/gpu_lease4.sh
   cp /tmp/gpu_tune/*_np4.* "$O/l4/" 2>/dev/null ;;
 4:*)
-  OUT=$O timeout "$(left)" bash probes/gpu_zero3_split.sh ;;
+  for run in 1 2 3; do
+    timeout "$(left)" env OUT="$O/zero3_$run" PART=steps FRAMEWORKS=deepspeed SHAPES=large \
+      CONFIGS=plain,mcr,mcr-standalone PAIRS=12 PROFILE_STEPS=0 bash benchmarks/gpu_train.sh \
+      > /dev/null 2>&1
+    echo "run $run at $((SECONDS - T0)) s"; grep -a "rc=" "$O/zero3_$run/summary.log"
+  done ;;
 *)
   echo "nothing planned for $n x $name" ;;
 esac
