@@ -6,8 +6,9 @@ in one process per rank: blocks of `--steps` steps run in turn, configuration af
 configuration, `--pairs` times, in orders that put each configuration right after each
 other one about equally often (mcr.measure.turns), so drift on a shared machine and the cost of
 switching copies hit all of them alike. Per block: tokens/s, step time, host time inside the
-step (and the garbage collector's share of it), peak memory; per step: the loss of every
-configuration (equal step by step is the correctness check on CPU; on GPUs compare with
+step (and the garbage collector's share of it), peak memory; against plain, the pair ratios,
+their median, the pairs led and the median's distribution-free interval; per step: the loss of
+every configuration (equal step by step is the correctness check on CPU; on GPUs compare with
 plain2's difference). Then `--profile-steps`
 steps of each configuration under torch.profiler give a breakdown of the step: GPU compute,
 communication, communication not hidden under compute, GPU idle (host-bound) time, and where the
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import statistics
 import time
@@ -360,6 +362,21 @@ def _length(spans: list[tuple[float, float]]) -> float:
     return sum(b - a for a, b in spans)
 
 
+def median_interval(xs: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, coverage): the distribution-free interval for the median of xs, between the
+    k-th smallest and k-th largest value for the largest k whose binomial coverage is at least
+    `level`; with too few values for that (fewer than 6 at 95%), their whole range and its
+    coverage. A pair ratio whose interval holds 1 has not told the two apart."""
+    v, n = sorted(xs), len(xs)
+    tail = [math.comb(n, j) / 2 ** n for j in range(n + 1)]
+    k, below = 0, 0.0
+    while k < n // 2 and below + tail[k] <= (1 - level) / 2:
+        below += tail[k]
+        k += 1
+    k = max(k, 1)
+    return v[k - 1], v[n - k], 1 - 2 * sum(tail[:k])
+
+
 def summarize(trainers: list[Trainer], args: argparse.Namespace) -> dict[str, Any]:
     """Medians and spreads per configuration; ratios of alternated pairs against plain."""
     res: dict[str, Any] = {"framework": args.framework, "shape": args.shape,
@@ -385,8 +402,11 @@ def summarize(trainers: list[Trainer], args: argparse.Namespace) -> dict[str, An
         if base is not None and t is not base:
             ratios = [x / y for x, y in zip(tps, (b["tokens_per_s"] for b in base.blocks))]
             diffs = [abs(a - b) for a, b in zip(t.losses, base.losses)]
+            lo, hi, cover = median_interval(ratios)
             row.update(ratio_median=statistics.median(ratios), ratio_min=min(ratios),
                        ratio_max=max(ratios), ratios=ratios,
+                       ratio_median_interval=[lo, hi], ratio_interval_coverage=cover,
+                       pairs_ahead=sum(r > 1 for r in ratios),
                        loss_max_abs_diff=max(diffs) if diffs else 0.0,
                        loss_equal_steps=sum(d == 0 for d in diffs))
         res["configs"][t.name] = row
