@@ -41,35 +41,42 @@ class GraphCache:
         if self.replay(key):
             return
         if key is None or self.capacity <= 0 or capturing():
-            self.direct += 1
-            issue(stream())
+            self._direct(issue, stream)
             return
         if key not in self.seen:
             self.seen[key] = None
             if len(self.seen) > 4 * self.capacity:
                 self.seen.popitem(last=False)
-            self.direct += 1
-            issue(stream())
+            self._direct(issue, stream)
             return
         del self.seen[key]
         try:
             g = self._capture(issue)
         except RuntimeError as e:
             # Same work on the device either way: go on without graphs on this rank.
-            warnings.warn(f"mcr: CUDA graph capture failed, issuing calls directly from "
-                          f"now on: {e}", RuntimeWarning, stacklevel=3)
-            self.capacity = 0
-            self.clear()
-            self.direct += 1
-            issue(stream())
+            self._off("capture", str(e))
+            self._direct(issue, stream)
             return
         self.graphs[key] = g
         if len(self.graphs) > self.capacity:
             self.graphs.popitem(last=False)
             self.dropped += 1
         if not self.replay(key):   # the capture ran nothing: this is the call
-            self.direct += 1
-            issue(stream())
+            self._direct(issue, stream)
+
+    def _direct(self, issue: Callable[[torch.cuda.Stream], None],
+                stream: Callable[[], torch.cuda.Stream]) -> None:
+        """Issue the call itself on the current stream (counted)."""
+        self.direct += 1
+        issue(stream())
+
+    def _off(self, what: str, why: str) -> None:
+        """Graphs off for good on this rank after a failed capture or replay, with a warning
+        at the backend's caller."""
+        warnings.warn(f"mcr: CUDA graph {what} failed, issuing calls directly from now on: "
+                      f"{why}", RuntimeWarning, stacklevel=4)
+        self.capacity = 0
+        self.clear()
 
     def replay(self, key: Hashable) -> bool:
         """Replay key's graph on the current stream if it is captured and no capture is under
@@ -85,12 +92,8 @@ class GraphCache:
             # cudaGraphLaunch refused the graph, which enqueues none of it (seen once: "invalid
             # argument", an sdma reduce-scatter in FSDP2 on 2x H100, NOTES.md). The caller then
             # issues the call directly, the same work on the device, so the peers cannot tell.
-            warnings.warn(f"mcr: CUDA graph replay failed, issuing calls directly from now on: "
-                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                          RuntimeWarning, stacklevel=3)
+            self._off("replay", str(e).splitlines()[0] if str(e) else type(e).__name__)
             self.refused += 1
-            self.capacity = 0
-            self.clear()
             return False
         self.replays += 1
         return True
