@@ -25,11 +25,11 @@ def buffer_id(ptr: int) -> int | None:
 
 def main() -> None:
     """Print the stale replay's outcome and the buffer ids of each kind of memory."""
-    drv, ids, n = Driver(), buffer_id, 64 << 20
+    drv, n = Driver(), 64 << 20
     print("# PYTORCH_CUDA_ALLOC_CONF =", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "(unset)"))
     dst = torch.zeros(n, dtype=torch.uint8, device="cuda")
     src = torch.full((n,), 1, dtype=torch.uint8, device="cuda")
-    ptr, first = src.data_ptr(), ids(src.data_ptr())
+    ptr, first = src.data_ptr(), buffer_id(src.data_ptr())
     g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     with torch.cuda.stream(s):
         g.capture_begin()
@@ -42,7 +42,7 @@ def main() -> None:
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     src = torch.full((n,), 2, dtype=torch.uint8, device="cuda")
-    print("same address again:", src.data_ptr() == ptr, "buffer id now", ids(src.data_ptr()))
+    print("same address again:", src.data_ptr() == ptr, "buffer id now", buffer_id(src.data_ptr()))
     try:
         g.replay()
         torch.cuda.synchronize()
@@ -52,7 +52,7 @@ def main() -> None:
     try:
         import torch.distributed._symmetric_memory as symm_mem
         t = symm_mem.empty(1 << 20, dtype=torch.uint8, device="cuda")
-        print("symmetric memory buffer id", ids(t.data_ptr()), ids(t.data_ptr() + 4096))
+        print("symmetric memory buffer id", buffer_id(t.data_ptr()), buffer_id(t.data_ptr() + 4096))
     except Exception as e:
         print("symmetric memory:", type(e).__name__, str(e).splitlines()[0])
 

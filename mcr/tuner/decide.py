@@ -138,7 +138,7 @@ def to_confirm(rows: list[dict[str, Any]], default: str) -> dict[str, list[tuple
             be = round_winner(pt, default) or spell_winner(pt, default)
             if be is None or pt[be].get("pass") == "confirm":
                 continue
-            narrow = float(pt[default]["fastest_round_us"]) < float(pt[be]["median_us"]) * CONFIRM
+            narrow = _fastest_round(pt[default]) < float(pt[be]["median_us"]) * CONFIRM
             if pick(pt, default) != be or narrow:
                 out[op].append((size, be))
     return dict(out)
@@ -260,7 +260,7 @@ def _ahead(point: dict[str, dict[str, Any]], be: str, default: str) -> bool:
         return False
     c, d = point[be], point[default]
     return (float(c["median_us"]) < float(d["median_us"])
-            and float(c["fastest_round_us"]) <= float(d["fastest_round_us"]))
+            and _fastest_round(c) <= _fastest_round(d))
 
 
 def suspects(seq: list[tuple[int, str]]) -> list[int]:
