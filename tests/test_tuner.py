@@ -19,7 +19,7 @@ from mcr.backends import KNOWN
 from mcr.ops import make_key
 from mcr.table_file import load_table
 from mcr.tables import TableSet
-from mcr.tuner.decide import winners
+from mcr.tuner.decide import settled
 from mcr.tuner.search import read_rows
 
 TUNE = [sys.executable, "-m", "mcr.tuner"]
@@ -54,7 +54,7 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
          "gloo_lanes8"}   # the tuner picks the lanes
     ts = TableSet([table])
     for k in (2, 4):
-        chosen = winners([r for r in rows if r["group"] == k], "gloo")
+        chosen = settled([r for r in rows if r["group"] == k], "gloo")
         for op, seq in chosen.items():
             for size, be in seq:   # the written ranges say what the rows decided, size by size
                 key = make_key(op, k, size, torch.float32, "cpu")
