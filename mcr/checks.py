@@ -14,7 +14,7 @@ from . import ops as O
 from .errors import CallError, LibraryError, McrTimeoutError, MismatchError
 from .groups import Group
 from .ops import CallKey
-from .work import CHECK_EVERY_S
+from .waits import CHECK_EVERY_S
 
 
 def tensor(t: Any, what: str, name: str = "tensor") -> torch.Tensor:

@@ -18,8 +18,8 @@ from .backends import canonical as backends_canonical
 from .errors import MismatchError
 from .groups import Group
 from .session import group_of
+from .streams import capturing as _capturing
 from .work import ON_COMPLETE, Work
-from .work import capturing as _capturing
 
 UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
 

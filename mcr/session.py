@@ -12,7 +12,7 @@ import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
-from . import layout, report, runtime, work
+from . import layout, report, runtime, waits
 from .backends import rdv_turns
 from .checks import SignatureCheck
 from .config import Config, from_env
@@ -68,7 +68,7 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         rt = _setup(cfg, launch, cuda, pg_timeout, dist_backend)
     except BaseException:
         # Leave nothing half-built: a live gloo group aborts the interpreter at exit.
-        work.PROGRESS_HOOKS.clear()
+        waits.PROGRESS_HOOKS.clear()
         if own_pg:
             tdist.destroy_process_group()
         raise
@@ -99,7 +99,7 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
            dist_backend: str | None) -> runtime.Runtime:
     """Backends, world group, tables (checked equal on all ranks), logger, dispatcher."""
-    work.set_timeout(cfg.timeout_s)
+    waits.set_timeout(cfg.timeout_s)
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
     lay = layout.detect(cfg.local_size, launch.world_size, tdist.group.WORLD)
@@ -193,7 +193,7 @@ def destroy_process_group(group: Any = None) -> None:
             backends_mod.release_group(rt.backends, g, world=False)
     backends_mod.release_group(rt.backends, rt.world, world=True)
     rt.logger.configure(enabled=False)
-    work.PROGRESS_HOOKS.clear()
+    waits.PROGRESS_HOOKS.clear()
     runtime.clear()
     if rt.own_pg and tdist.is_initialized():
         tdist.destroy_process_group()

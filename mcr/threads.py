@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from .work import CHECK_EVERY_S, get_timeout
+from .waits import CHECK_EVERY_S, get_timeout
 
 
 class Worker:

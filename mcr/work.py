@@ -9,194 +9,19 @@ Every host block has a deadline (MCR_TIMEOUT_S) and keeps MPI progressing while 
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.distributed as tdist
 
-from .errors import McrError, McrTimeoutError, library_error
+from .streams import StreamDone
+from .waits import PENDING, get_timeout, mcr_error, poll_until, wait_event, wait_helper
 
-if TYPE_CHECKING:
-    from .threads import Worker
-
-# Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
-# the peers that wait on us. Backends register here.
-PROGRESS_HOOKS: list[Callable[[], None]] = []
-# Host-progressed requests (MPI) this process issued and has not completed. While there are
-# none, no peer can be waiting on this host's progress, so a blocking call may block in its
-# library instead of polling.
-PENDING = [0]
-_TIMEOUT_S = [600.0]
-# How often a long wait asks whether it is hopeless (a peer has left: backends.departures).
-CHECK_EVERY_S = 0.5
 # Called with (work, seconds) when a work completes and the comms logger is on.
 ON_COMPLETE: list[Callable[[Work, float], None]] = []
-
-
-def set_timeout(seconds: float) -> None:
-    """Deadline for every blocking wait from now on."""
-    _TIMEOUT_S[0] = float(seconds)
-
-
-def get_timeout() -> float:
-    """Deadline in seconds for blocking waits."""
-    return _TIMEOUT_S[0]
-
-
-def _progress() -> None:
-    for hook in PROGRESS_HOOKS:
-        hook()
-
-
-def timeout_error(what: str, timeout: float) -> McrTimeoutError:
-    """The error of a call (`what`) that did not complete within `timeout` seconds."""
-    return McrTimeoutError(
-        f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
-        "group may not have called it, or ranks issued collectives in a different order "
-        "(MCR_CHECK=1 compares every call across ranks).")
-
-
-def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
-    """A library's error as mcr's, naming the call: mcr's own as they are, a timeout as
-    McrTimeoutError, anything else as LibraryError."""
-    if isinstance(e, McrError):
-        return e
-    text = str(e).lower()
-    if "timeout" in text or "timed out" in text:
-        return timeout_error(what, secs)
-    return library_error(e, what)
-
-
-def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
-               timeout: float | None = None, progresses: bool = False,
-               check: Callable[[], None] | None = None) -> None:
-    """Block the host until done() is true, progressing MPI (unless done() does: an MPI test);
-    raise McrTimeoutError naming `what` (or what()) on deadline. check(), if given, runs every
-    CHECK_EVERY_S once the wait is that long, and raises if the wait is hopeless."""
-    if done():
-        return
-    timeout = get_timeout() if timeout is None else timeout
-    start = time.monotonic()
-    spins = 0
-    next_check = CHECK_EVERY_S
-    while True:
-        if not progresses:
-            _progress()
-        if done():
-            return
-        spins += 1
-        if spins > 64:
-            # Yield the core (ranks are often oversubscribed, and Gloo's threads need CPU too),
-            # then sleep, by time waited rather than by count: Open MPI's non-blocking
-            # collectives advance only when tested, so a call of tens of ms must still be
-            # tested often (a 1 ms sleep after 5000 tests slowed a 16 MiB one 1.5x).
-            waited = time.monotonic() - start
-            if waited < 0.05:
-                os.sched_yield()
-            else:
-                time.sleep(2e-5 if waited < 1.0 else 1e-3)
-            if waited > timeout:
-                raise timeout_error(what if isinstance(what, str) else what(), timeout)
-            if check is not None and waited > next_check:
-                check()
-                next_check = waited + CHECK_EVERY_S
-
-
-_HELPER: list[Worker] = []
-
-
-def _helper() -> Worker:
-    """One daemon thread that blocks in a host library's wait on behalf of a polling caller
-    (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
-    if not _HELPER:
-        from .threads import Worker  # threads imports this module's get_timeout
-        _HELPER.append(Worker("mcr-wait"))
-    return _HELPER[0]
-
-
-def wait_event(event: torch.cuda.Event, what: str) -> None:
-    """Host-wait for a CUDA event without a bare device synchronize, keeping MPI progressing."""
-    poll_until(event.query, what)
-
-
-# torch.cuda.current_stream() costs several microseconds of Python per call on the GPU hosts
-# here (NOTES.md v9); these are the C calls underneath it. Public fallbacks where torch lacks them.
-_get_device = getattr(torch._C, "_cuda_getDevice", None)
-_get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
-# Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)
-capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
-    torch.cuda.is_current_stream_capturing
-
-
-StreamId = tuple[int, int, int]   # (stream id, device index, device type), as torch names them
-
-
-def current_stream_id(device: int | None = None) -> StreamId:
-    """The current CUDA stream of `device` (default: the current device) as a StreamId."""
-    if _get_device is None or _get_stream is None:
-        s = torch.cuda.current_stream(device)
-        return s.stream_id, s.device_index, s.device_type
-    return tuple(_get_stream(_get_device() if device is None else device))
-
-
-def stream_of(sid: StreamId) -> torch.cuda.Stream:
-    """The torch Stream a StreamId names."""
-    return torch.cuda.Stream(stream_id=sid[0], device_index=sid[1], device_type=sid[2])
-
-
-def follow_stream(last: StreamId | None, device: int) -> StreamId:
-    """The caller's current stream on `device`, made to wait first for `last` (the stream of
-    the previous call on a buffer both calls use) where they differ, outside graph capture: two
-    calls on two streams then use the buffer one after the other."""
-    sid = current_stream_id(device)
-    if last is not None and last != sid and not capturing():
-        stream_of(sid).wait_stream(stream_of(last))
-    return sid
-
-
-class StreamDone:
-    """torch-work-like handle of ops enqueued on a CUDA stream with no library work object.
-
-    Holds the stream's id, not a Stream object (cheap to take per call). The completion event is
-    recorded lazily, at the first wait or query: it then also covers later work on that stream,
-    which is conservative and costs nothing on the common path (a wait on the same stream).
-    """
-
-    __slots__ = ("sid", "event")
-
-    def __init__(self, sid: StreamId | None = None) -> None:
-        self.sid = current_stream_id() if sid is None else sid
-        self.event: torch.cuda.Event | None = None
-
-    @property
-    def stream(self) -> torch.cuda.Stream:
-        """The stream the ops were enqueued on."""
-        return stream_of(self.sid)
-
-    def _ev(self) -> torch.cuda.Event:
-        if self.event is None:
-            self.event = torch.cuda.Event()
-            self.event.record(self.stream)
-        return self.event
-
-    def wait(self, timeout: Any = None) -> bool:
-        """The caller's current stream waits for the op (no host block)."""
-        cur = current_stream_id(self.sid[1])
-        if cur != self.sid:
-            stream_of(cur).wait_event(self._ev())
-        return True
-
-    def is_completed(self) -> bool:
-        """Has the device finished the op?"""
-        return self._ev().query()
-
-    def get_future(self) -> Any:
-        """Stream-ordered copy-engine ops have no torch future."""
-        raise NotImplementedError("this backend's work has no torch future; use wait()")
 
 
 class Work(tdist.Work):
@@ -313,7 +138,7 @@ class Work(tdist.Work):
             # helper thread while this one keeps MPI moving.
             # The torch work (mcr's Futures for MPI) runs any check in its own wait, here on
             # the helper: checking here too would probe the same messages from two threads.
-            fut = _helper().submit(self._torch.wait, timedelta(seconds=secs))
+            fut = wait_helper().submit(self._torch.wait, timedelta(seconds=secs))
             poll_until(fut.done, self.describe(), secs)
             wait = fut.result
         else:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from mcr.work import capturing, current_stream_id
+from mcr.streams import capturing, current_stream_id
 
 
 def per_call_ns(fn: Callable[[], object], n: int = 20000, rounds: int = 7) -> float:

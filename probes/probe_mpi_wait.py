@@ -25,7 +25,7 @@ import torch
 from mpi4py import MPI
 
 import mcr.comm as dist
-from mcr.work import poll_until
+from mcr.waits import poll_until
 from probes.probe_util import mpi_rounds, ratio_row
 
 W = MPI.COMM_WORLD

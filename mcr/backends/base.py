@@ -9,7 +9,8 @@ import torch.distributed as tdist
 
 from ..groups import Group, Spec
 from ..ops import OPS, CallKey, is_premul
-from ..work import StreamDone, StreamId, Work
+from ..streams import StreamDone, StreamId
+from ..work import Work
 
 STREAM = "stream"  # enqueues on a GPU stream and returns (NCCL, copy engines, symmetric memory)
 HOST = "host"      # progressed by the host (Gloo, MPI)

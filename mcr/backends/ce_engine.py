@@ -35,7 +35,7 @@ import torch.distributed as tdist
 
 from ..errors import CallError
 from ..spans import Spans
-from ..work import StreamId, follow_stream, stream_of
+from ..streams import StreamId, follow_stream, stream_of
 from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
 from .graphs import GraphCache
 from .rdv_turns import TURNS

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 
 import torch
 
-from ..work import capturing
+from ..streams import capturing
 
 
 class GraphCache:

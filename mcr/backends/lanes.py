@@ -25,7 +25,8 @@ import torch
 from ..errors import LibraryError
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, CallKey
-from ..work import Work, get_timeout, poll_until, wait_event
+from ..waits import get_timeout, poll_until, wait_event
+from ..work import Work
 from . import lane_helper as H
 from .base import HOST, Backend
 

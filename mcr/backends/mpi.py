@@ -25,7 +25,8 @@ from ..errors import McrTimeoutError
 from ..groups import Group, Spec
 from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ..threads import Futures, Worker
-from ..work import PROGRESS_HOOKS, Work, get_timeout, mcr_error, poll_until, wait_event
+from ..waits import PROGRESS_HOOKS, get_timeout, mcr_error, poll_until, wait_event
+from ..work import Work
 from .base import HOST, Backend
 from .departures import Departures
 from .staging import PinnedPool, stage_in

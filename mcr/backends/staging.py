@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..work import wait_event
+from ..waits import wait_event
 
 
 class PinnedPool:

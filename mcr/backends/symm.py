@@ -24,7 +24,8 @@ import torch.distributed as tdist
 from ..config import Config
 from ..groups import Group, Spec
 from ..ops import ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, CallKey
-from ..work import StreamId, Work, follow_stream, stream_of
+from ..streams import StreamId, follow_stream, stream_of
+from ..work import Work
 from . import symm_ll as LL
 from .base import STREAM, Backend
 from .ce_engine import rendezvous, symm_empty

@@ -10,7 +10,8 @@ import torch.distributed as tdist
 from ..errors import CallError
 from ..groups import Group
 from ..ops import is_premul
-from ..work import ON_COMPLETE, PENDING, PROGRESS_HOOKS, Work, get_timeout, mcr_error
+from ..waits import PENDING, PROGRESS_HOOKS, get_timeout, mcr_error
+from ..work import ON_COMPLETE, Work
 from .base import STREAM, Backend
 
 

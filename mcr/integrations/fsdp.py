@@ -35,8 +35,8 @@ from .. import comm as mcr
 from ..errors import CallError
 from ..route import AUTO
 from ..route import PROFILE as _PROFILE_STACK
+from ..streams import StreamId, follow_stream
 from ..tables import PROFILES
-from ..work import StreamId, follow_stream
 
 PROFILE = "overlap"
 

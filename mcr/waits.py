@@ -1,0 +1,114 @@
+"""Host waits with a deadline: every block of the host polls its condition, keeps MPI
+progressing for the peers that wait on this host, and raises McrTimeoutError naming the call
+at MCR_TIMEOUT_S (or sooner, once a check says the wait is hopeless)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from .errors import McrError, McrTimeoutError, library_error
+
+if TYPE_CHECKING:
+    from .threads import Worker
+
+# Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
+# the peers that wait on us. Backends register here.
+PROGRESS_HOOKS: list[Callable[[], None]] = []
+# Host-progressed requests (MPI) this process issued and has not completed. While there are
+# none, no peer can be waiting on this host's progress, so a blocking call may block in its
+# library instead of polling.
+PENDING = [0]
+_TIMEOUT_S = [600.0]
+# How often a long wait asks whether it is hopeless (a peer has left: backends.departures).
+CHECK_EVERY_S = 0.5
+
+
+def set_timeout(seconds: float) -> None:
+    """Deadline for every blocking wait from now on."""
+    _TIMEOUT_S[0] = float(seconds)
+
+
+def get_timeout() -> float:
+    """Deadline in seconds for blocking waits."""
+    return _TIMEOUT_S[0]
+
+
+def _progress() -> None:
+    for hook in PROGRESS_HOOKS:
+        hook()
+
+
+def timeout_error(what: str, timeout: float) -> McrTimeoutError:
+    """The error of a call (`what`) that did not complete within `timeout` seconds."""
+    return McrTimeoutError(
+        f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
+        "group may not have called it, or ranks issued collectives in a different order "
+        "(MCR_CHECK=1 compares every call across ranks).")
+
+
+def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
+    """A library's error as mcr's, naming the call: mcr's own as they are, a timeout as
+    McrTimeoutError, anything else as LibraryError."""
+    if isinstance(e, McrError):
+        return e
+    text = str(e).lower()
+    if "timeout" in text or "timed out" in text:
+        return timeout_error(what, secs)
+    return library_error(e, what)
+
+
+def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
+               timeout: float | None = None, progresses: bool = False,
+               check: Callable[[], None] | None = None) -> None:
+    """Block the host until done() is true, progressing MPI (unless done() does: an MPI test);
+    raise McrTimeoutError naming `what` (or what()) on deadline. check(), if given, runs every
+    CHECK_EVERY_S once the wait is that long, and raises if the wait is hopeless."""
+    if done():
+        return
+    timeout = get_timeout() if timeout is None else timeout
+    start = time.monotonic()
+    spins = 0
+    next_check = CHECK_EVERY_S
+    while True:
+        if not progresses:
+            _progress()
+        if done():
+            return
+        spins += 1
+        if spins > 64:
+            # Yield the core (ranks are often oversubscribed, and Gloo's threads need CPU too),
+            # then sleep, by time waited rather than by count: Open MPI's non-blocking
+            # collectives advance only when tested, so a call of tens of ms must still be
+            # tested often (a 1 ms sleep after 5000 tests slowed a 16 MiB one 1.5x).
+            waited = time.monotonic() - start
+            if waited < 0.05:
+                os.sched_yield()
+            else:
+                time.sleep(2e-5 if waited < 1.0 else 1e-3)
+            if waited > timeout:
+                raise timeout_error(what if isinstance(what, str) else what(), timeout)
+            if check is not None and waited > next_check:
+                check()
+                next_check = waited + CHECK_EVERY_S
+
+
+_HELPER: list[Worker] = []
+
+
+def wait_helper() -> Worker:
+    """One daemon thread that blocks in a host library's wait on behalf of a polling caller
+    (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
+    if not _HELPER:
+        from .threads import Worker  # threads imports this module's get_timeout
+        _HELPER.append(Worker("mcr-wait"))
+    return _HELPER[0]
+
+
+def wait_event(event: torch.cuda.Event, what: str) -> None:
+    """Host-wait for a CUDA event without a bare device synchronize, keeping MPI progressing."""
+    poll_until(event.query, what)
