@@ -1,7 +1,7 @@
 """OSU-style broadcast from rank 0 through mcr."""
 
 from mcr.measure.cases import BENCHES
-from mcr.measure.engine import run
+from mcr.measure.sweep import run
 
 if __name__ == "__main__":
     run(BENCHES["broadcast"])

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import mcr.comm as dist
-from mcr.measure.engine import Bench, Case, Ctx, expect_equal, rank_data, run
+from mcr.measure.engine import Bench, Case, Ctx, expect_equal, rank_data
+from mcr.measure.sweep import run
 
 
 def setup(ctx: Ctx, size: int) -> Case:

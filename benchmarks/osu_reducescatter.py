@@ -1,7 +1,7 @@
 """OSU-style reduce_scatter_tensor through mcr (size = input)."""
 
 from mcr.measure.cases import BENCHES
-from mcr.measure.engine import run
+from mcr.measure.sweep import run
 
 if __name__ == "__main__":
     run(BENCHES["reduce_scatter"])

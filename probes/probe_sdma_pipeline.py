@@ -21,8 +21,9 @@ import torch.distributed as tdist
 import mcr.comm as dist
 from mcr import runtime
 from mcr.backends.sdma import SdmaBackend
-from mcr.measure.engine import Case, Ctx, sizes
+from mcr.measure.engine import Case, Ctx
 from mcr.measure.load import under_load
+from mcr.measure.options import sizes
 from mcr.units import format_bytes
 from probes.probe_util import mpi_rounds, say
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mcr.backends import KNOWN
-from mcr.measure.engine import make_ctx, sizes
+from mcr.measure.engine import make_ctx
+from mcr.measure.options import sizes
 from mcr.ops import BUFFER_KEYED
 from mcr.table_file import load_table
 from mcr.tables import TableSet

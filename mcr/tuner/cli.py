@@ -27,7 +27,8 @@ import mcr.comm as dist
 from mcr.backends import Unavailable, default_backend
 from mcr.config import from_env, user_tables_dir
 from mcr.errors import TableError
-from mcr.measure.engine import make_ctx, parser, sizes
+from mcr.measure.engine import make_ctx
+from mcr.measure.options import parser, sizes
 from mcr.ops import BUFFER_KEYED, make_key
 from mcr.runtime import TABLES_DIR, system_class
 from mcr.runtime import get as get_runtime

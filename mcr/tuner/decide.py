@@ -1,6 +1,6 @@
 """From measured rows to ordered size ranges, one backend each: the tuner's picking rules.
 
-A row is one backend at one size (mcr.measure.engine.make_row): median_us and the medians of
+A row is one backend at one size (mcr.measure.sweep.make_row): median_us and the medians of
 its interleaved rounds. Rules, in order:
 - a challenger replaces the default only if faster by more than TIE in every round, each round
   timing them side by side: a switch must pay for itself, and beat the noise between rounds;

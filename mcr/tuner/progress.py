@@ -15,7 +15,8 @@ import torch
 import mcr
 import mcr.comm as dist
 from mcr.config import from_env, user_tables_dir
-from mcr.measure.engine import Ctx, append_csv
+from mcr.measure.engine import Ctx
+from mcr.measure.sweep import append_csv
 from mcr.runtime import TABLES_DIR
 
 from .plot import plot_op

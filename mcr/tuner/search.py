@@ -19,8 +19,9 @@ from typing import Any
 from mcr.backends import canonical
 from mcr.layout import parse_label
 from mcr.measure.cases import BENCHES
-from mcr.measure.engine import Ctx, Timing, make_row, measure_size
+from mcr.measure.engine import Ctx, Timing, measure_size
 from mcr.measure.load import under_load
+from mcr.measure.sweep import make_row
 from mcr.ops import CallKey, dtype_name, make_key
 from mcr.runtime import get as get_runtime
 

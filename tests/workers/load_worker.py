@@ -7,8 +7,9 @@ import torch
 
 import mcr.comm as dist
 from mcr.errors import BackendUnavailable
-from mcr.measure.engine import Case, make_ctx, parser
+from mcr.measure.engine import Case, make_ctx
 from mcr.measure.load import under_load
+from mcr.measure.options import parser
 
 dist.init_distributed(verbose=False)
 ctx = make_ctx(parser("load worker").parse_args(["-d", "cuda"]))

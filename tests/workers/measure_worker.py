@@ -5,7 +5,8 @@ import argparse
 
 import mcr.comm as dist
 from mcr.measure.cases import BENCHES
-from mcr.measure.engine import Case, make_ctx, measure_size, parser
+from mcr.measure.engine import Case, make_ctx, measure_size
+from mcr.measure.options import parser
 from mcr.measure.turns import turn_orders
 
 dist.init_distributed(verbose=False)
