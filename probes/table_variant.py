@@ -47,9 +47,9 @@ def main() -> None:
     a = ap.parse_args()
     with open(a.src) as f:
         table = yaml.safe_load(f)
-    if str(a.group) not in map(str, table["groups"]):
+    key = next((k for k in table["groups"] if str(k) == str(a.group)), None)
+    if key is None:
         raise SystemExit(f"{a.src}: no group {a.group} (has {list(table['groups'])})")
-    key = next(k for k in table["groups"] if str(k) == str(a.group))
     out = variant(table, key, {x for x in a.drop.split(",") if x}, parse_bytes(a.overlap_from))
     out.setdefault("provenance", {})["variant"] = \
         f"probes/table_variant.py --group {a.group} --drop {a.drop} --overlap-from {a.overlap_from}"
