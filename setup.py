@@ -1,9 +1,10 @@
-"""Build hook: ship mcr_autoload.pth at the top of site-packages (MCR_DEEPSPEED=1 and MCR_FSDP=1
-need it); everything else is in pyproject.toml."""
+"""Build hooks: the packages, with the checkout's top-level tuner/ and tuning_tables/ shipped as
+mcr.tuner and mcr.tuning_tables; mcr_autoload.pth at the top of site-packages (MCR_DEEPSPEED=1
+and MCR_FSDP=1 need it). Everything else is in pyproject.toml."""
 
 import os
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 PTH = os.path.join("mcr", "integrations", "mcr_autoload.pth")
@@ -23,4 +24,11 @@ class BuildPyWithPth(build_py):
                 os.path.join(self.build_lib, os.path.basename(PTH))]
 
 
-setup(cmdclass={"build_py": BuildPyWithPth})
+MAPPED = {"mcr.tuner": "tuner", "mcr.tuning_tables": "tuning_tables"}
+
+setup(
+    packages=find_packages(include=["mcr", "mcr.*"]) + list(MAPPED),
+    package_dir=MAPPED,
+    package_data={"mcr.tuning_tables": ["*.yaml", "*.csv"], "mcr.backends.symm": ["*.cu"]},
+    cmdclass={"build_py": BuildPyWithPth},
+)

@@ -31,6 +31,7 @@ from .collectives import (
                           reduce_scatter_tensor,
                           scatter,
 )
+from .hier import HierBackend  # noqa: F401 - registers the composed backend `hier`
 from .info import (
                           configure,
                           enable_symm_mem_for_group,

@@ -9,7 +9,7 @@ Gloo on CPU). Every byte crosses the network once per remote node, as in a flat 
 Messages may be cut into chunks (MCR_HIER_CHUNK_BYTES of each rank's block, default one chunk,
 in at most MCR_HIER_MAX_CHUNKS: every chunk costs one call of each part on the host, 0.1-0.3 ms
 with NCCL between nodes, which delays whatever the caller issues next; on 4 GPUs as 2 nodes over
-sockets, chunks bought no speed and cost that host time, NOTES.md): the first part of every
+sockets, chunks bought no speed and cost that host time): the first part of every
 chunk is issued at once, and each later part of a chunk as soon as its previous part is
 done, so the intra- and inter-node libraries run side by side. Those later parts are issued
 before the call returns: a host-progressed part blocks the host until its input is ready (a
@@ -24,11 +24,14 @@ from typing import Any
 
 import torch
 
-from ..config import Config
-from ..groups import Group, Spec
-from ..ops import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
-from ..work import Composite, Work
-from .base import HOST, Backend
+from .backends import HOST, Backend, bind_group, register_composed, release_group
+from .collectives import all_gather_into_tensor as ag
+from .collectives import all_reduce as ar
+from .collectives import reduce_scatter_tensor as rs
+from .config import Config
+from .groups import Group, Spec
+from .ops import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from .work import Composite, Work
 
 Part = Callable[[int], Any]     # issue one part of chunk c, return its work (or None: done)
 
@@ -48,8 +51,6 @@ class HierBackend(Backend):
     def bind(self, spec: Spec) -> Any:
         """(intra-node group, inter-node group) of this rank, building them on every rank that
         takes part (torch's new_group needs all of them, in one order); None on one node."""
-        from . import bind_group
-
         nodes, per = spec.shape()
         if nodes < 2 or per < 2:
             spec.notes[self.name] = (
@@ -70,7 +71,6 @@ class HierBackend(Backend):
 
     def release(self, handle: Any, world: bool) -> None:
         """Free the groups bind() built."""
-        from . import release_group
         for g in handle:
             release_group(self.registry, g, world=False)
 
@@ -97,7 +97,6 @@ class HierBackend(Backend):
                    sync: bool = False) -> Work:
         """Between nodes first (each rank's block once over the network), then inside the
         node; the result lands local-rank-major and is put in rank order at the end."""
-        from ..collectives import all_gather_into_tensor as ag
         intra, inter = g.handles[self.name]
         nodes, per, b = g.nodes, g.per_node, inp.numel()
         x, y = inp.reshape(-1), out.view(nodes, per, b)
@@ -116,7 +115,6 @@ class HierBackend(Backend):
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
                        sync: bool = False) -> Work:
         """Inside the node first (blocks regrouped local-rank-major), then between nodes."""
-        from ..collectives import reduce_scatter_tensor as rs
         intra, inter = g.handles[self.name]
         nodes, per, b = g.nodes, g.per_node, out.numel()
         x, y = inp.view(nodes, per, b).transpose(0, 1), out.view(-1)
@@ -132,9 +130,6 @@ class HierBackend(Backend):
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
         """Reduce-scatter inside the node, all-reduce of each local rank's slice between nodes
         (one lane per local rank, each its own inter-node group), all-gather inside the node."""
-        from ..collectives import all_gather_into_tensor as ag
-        from ..collectives import all_reduce as ar
-        from ..collectives import reduce_scatter_tensor as rs
         intra, inter = g.handles[self.name]
         per, m = g.per_node, t.numel()
         s = -(-m // per)
@@ -156,3 +151,6 @@ class HierBackend(Backend):
             if padded is not flat:
                 flat.copy_(padded[:m])
         return Composite(ALL_REDUCE, self.name, t.nbytes, g.size, works, [place])
+
+
+register_composed("hier", lambda ctx: HierBackend(ctx.cfg, ctx.registry))

@@ -6,13 +6,13 @@ import logging
 import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
+from . import tables_dir
 from .backends import Backend
 from .config import Config, user_tables_dir
 from .dispatcher import Dispatcher
@@ -26,7 +26,7 @@ from .table_file import find_table_files, load_tables
 from .tables import TableSet
 
 log = logging.getLogger("mcr")
-TABLES_DIR = Path(__file__).resolve().parent / "tuning_tables"   # shipped as package data
+TABLES_DIR = tables_dir()   # the tables shipped with mcr
 
 
 @dataclass

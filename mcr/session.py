@@ -13,7 +13,7 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import layout, report, runtime, waits
-from .backends import rdv_turns
+from .backends.cuda import turns as rdv_turns
 from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher

@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 # torch.cuda.current_stream() costs several microseconds of Python per call on the GPU hosts
-# here (NOTES.md v9); these are the C calls underneath it. Public fallbacks where torch lacks them.
+# here (H200 hosts, 2026-11-22); these are the C calls underneath it. Public fallbacks where
+# torch lacks them.
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 _get_stream = getattr(torch._C, "_cuda_getCurrentStream", None)
 # Is the current stream capturing a CUDA graph? (torch's C call: the Python wrapper costs more)

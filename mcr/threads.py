@@ -95,3 +95,14 @@ class Futures:
                         raise TimeoutError(f"timed out after {secs:g} s") from None
                     self.check()
         return True
+
+
+_HELPER: list[Worker] = []
+
+
+def wait_helper() -> Worker:
+    """One daemon thread that blocks in a host library's wait on behalf of a polling caller
+    (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
+    if not _HELPER:
+        _HELPER.append(Worker("mcr-wait"))
+    return _HELPER[0]

@@ -7,14 +7,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
 from .errors import McrError, McrTimeoutError, library_error
-
-if TYPE_CHECKING:
-    from .threads import Worker
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -95,18 +91,6 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
             if check is not None and waited > next_check:
                 check()
                 next_check = waited + CHECK_EVERY_S
-
-
-_HELPER: list[Worker] = []
-
-
-def wait_helper() -> Worker:
-    """One daemon thread that blocks in a host library's wait on behalf of a polling caller
-    (a daemon: a wait stuck past its deadline must not keep the process from exiting)."""
-    if not _HELPER:
-        from .threads import Worker  # threads imports this module's get_timeout
-        _HELPER.append(Worker("mcr-wait"))
-    return _HELPER[0]
 
 
 def wait_event(event: torch.cuda.Event, what: str) -> None:

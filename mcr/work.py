@@ -18,7 +18,8 @@ import torch
 import torch.distributed as tdist
 
 from .streams import StreamDone
-from .waits import PENDING, get_timeout, mcr_error, poll_until, wait_event, wait_helper
+from .threads import wait_helper
+from .waits import PENDING, get_timeout, mcr_error, poll_until, wait_event
 
 # Called with (work, seconds) when a work completes and the comms logger is on.
 ON_COMPLETE: list[Callable[[Work, float], None]] = []

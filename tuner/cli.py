@@ -59,7 +59,8 @@ def tune_parser() -> argparse.ArgumentParser:
     ap.add_argument("--overlap-load", choices=("one", "cover"), default="one",
                     help="GEMMs beside each call of the overlap profile: one 4096^3 GEMM, or "
                          "cover: as many as last the first backend's call alone (a layer's "
-                         "compute beside its prefetch; measured, not adopted: NOTES.md)")
+                         "compute beside its prefetch; on 2x H100 it moved only rules above "
+                         "320 MiB: not the default)")
     ap.add_argument("--bisect-ratio", type=float, default=1.5,
                     help="search boundaries until neighbours with different winners are this "
                          "close (size ratio)")

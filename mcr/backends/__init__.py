@@ -1,24 +1,47 @@
-"""Backend registry: names, aliases, and construction of the backends this process can use."""
+"""Backend registry: one folder per library, bound in the order listed; names and aliases.
+
+Adding a backend: a folder here whose `__init__.py` names what it provides (`NAMES`) and builds
+it (`build(ctx)`, an `Unavailable` with the reason where it cannot run), and one line in
+REGISTRY. Backends made of mcr's own calls (`hier`) live above the collectives they call and
+register themselves here when imported (mcr.comm imports them).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from collections.abc import Callable
 
 from ..config import Config
 from ..groups import Group, Spec
-from ..ops import CallKey
-from .base import HOST, STREAM, Backend
+from .base import HOST, STREAM, Backend, Context, Unavailable
 
-# Every backend, in the order groups bind them (gloo first: the others' checks run over it;
-# the one-node GPU backends after nccl, whose group they share; mpi's lanes after mpi, whose
-# communicator they duplicate, Gloo's lanes after them; hier last: it binds every other one
-# to the groups it builds).
-# Aliases map to the implementing backend.
-ORDER = ("gloo", "nccl", "mpi", "mpi_lanes2", "mpi_lanes4", "mpi_lanes8", "gloo_lanes2",
-         "gloo_lanes4", "gloo_lanes8", "nccl_ce", "sdma", "sdma_pipe", "symm", "hier")
+# Bind order: gloo first (the others' checks run over it); the one-node GPU backends after
+# nccl, whose group they share; mpi's lanes after mpi, whose communicator they duplicate.
+REGISTRY = (
+    "torch_pg",   # gloo, nccl
+    "mpi",        # mpi
+    "lanes",      # mpi_lanes2/4/8, gloo_lanes2/4/8
+    "nccl_ce",    # nccl_ce
+    "sdma",       # sdma, sdma_pipe
+    "symm",       # symm
+)
+# Composed of other backends' calls, bound last (they bind every other one to the groups they
+# build); named here so that tables may name them before they are imported.
+COMPOSED = ("hier",)
+_COMPOSERS: dict[str, Callable[[Context], Backend]] = {}
+
+ORDER = tuple(n for folder in REGISTRY
+              for n in importlib.import_module(f"{__name__}.{folder}").NAMES) + COMPOSED
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
 NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
+
+
+def register_composed(name: str, factory: Callable[[Context], Backend]) -> None:
+    """Make `name` (one of COMPOSED) buildable: the module that defines it calls this."""
+    if name not in COMPOSED:
+        raise ValueError(f"register_composed: {name!r} is not one of {COMPOSED}")
+    _COMPOSERS[name] = factory
 
 
 def default_backend(device: str, gpu_default: str = "nccl") -> str:
@@ -36,59 +59,17 @@ def canonical(name: str) -> str:
     return real
 
 
-class Unavailable(Backend):
-    """A backend this process cannot run; it declines every call with the reason."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        self.name = name
-        self.reason = reason
-
-    def bind(self, spec: Spec) -> Any:
-        """No handle; the note says why."""
-        spec.notes[self.name] = self.reason
-        return None
-
-    def decline(self, key: CallKey, group: Group) -> str | None:
-        """Always: the reason it is unavailable."""
-        return self.reason
-
-
 def build(cfg: Config, launched_by_mpi: bool, cuda: bool) -> dict[str, Backend]:
-    """Instantiate every backend; those that cannot run here are Unavailable with a reason."""
-    from .gloo import GlooBackend
-    from .hier import HierBackend
-    from .nccl import NcclBackend
-
-    out: dict[str, Backend] = {"gloo": GlooBackend()}
-    out["nccl"] = NcclBackend() if cuda else Unavailable("nccl", "CUDA is not available")
-    if not launched_by_mpi:
-        out["mpi"] = Unavailable("mpi", "not launched by an MPI launcher (mpirun/mpiexec)")
-    else:
-        try:
-            from .mpi import MpiBackend
-            out["mpi"] = MpiBackend(cfg)
-        except ImportError as e:
-            out["mpi"] = Unavailable("mpi", f"mpi4py cannot be imported ({e}); "
-                                     "pip install 'mcr[mpi]'")
-    out.update(_lanes(out["mpi"], cfg))
-    from .gloo_lanes import COUNTS, GlooLanesBackend
-    out.update((f"gloo_lanes{n}", GlooLanesBackend(n)) for n in COUNTS)
-    out.update(_gpu_backends(cfg) if cuda else
-               {n: Unavailable(n, "CUDA is not available")
-                for n in ("sdma", "sdma_pipe", "nccl_ce", "symm")})
-    registry: dict[str, Backend] = {}
-    out["hier"] = HierBackend(cfg, registry)
-    registry.update((n, out[n]) for n in ORDER)
-    return registry
-
-
-def _lanes(mpi: Backend, cfg: Config) -> dict[str, Backend]:
-    """mpi_lanesN for each lane count, where mpi itself is available."""
-    from .lanes import COUNTS, LaneSet, MpiLanesBackend
-    if isinstance(mpi, Unavailable):
-        return {f"mpi_lanes{n}": Unavailable(f"mpi_lanes{n}", mpi.reason) for n in COUNTS}
-    lane_set = LaneSet(mpi, cfg.lane_spin_us)
-    return {f"mpi_lanes{n}": MpiLanesBackend(lane_set, n) for n in COUNTS}
+    """Every backend, in bind order; those that cannot run here are Unavailable with a reason."""
+    ctx = Context(cfg, launched_by_mpi, cuda)
+    for folder in REGISTRY:
+        ctx.built.update(importlib.import_module(f"{__name__}.{folder}").build(ctx))
+    for name in COMPOSED:
+        make = _COMPOSERS.get(name)
+        ctx.built[name] = make(ctx) if make else Unavailable(
+            name, f"{name} is registered when mcr.comm is imported")
+    ctx.registry.update((n, ctx.built[n]) for n in ORDER)
+    return ctx.registry
 
 
 def bind_group(backends: dict[str, Backend], spec: Spec, default_gpu: str) -> Group:
@@ -114,54 +95,6 @@ def release_group(backends: dict[str, Backend], group: Group, world: bool) -> No
     group.released = True
 
 
-def _gpu_backends(cfg: Config) -> dict[str, Backend]:
-    """sdma, sdma_pipe, nccl_ce and symm where this process's torch, driver and NCCL allow
-    them."""
-    import torch
-
-    from .nccl_ce import NcclCeBackend, zero_cta_options
-    from .sdma import SdmaBackend
-    from .symm import SymmBackend
-
-    out: dict[str, Backend] = {}
-    rocm = torch.version.hip is not None
-    if rocm:
-        try:
-            import mori.ccl  # noqa: F401
-            out["sdma"] = SdmaBackend(cfg, "mori")
-        except ImportError as e:
-            out["sdma"] = Unavailable("sdma", f"on ROCm sdma needs mori ({e})")
-    else:
-        try:
-            from .cudadrv import Driver
-            Driver()
-            out["sdma"] = SdmaBackend(cfg, "cuda")
-        except (OSError, RuntimeError) as e:
-            out["sdma"] = Unavailable("sdma", str(e))
-    sdma = out["sdma"]
-    if isinstance(sdma, SdmaBackend) and sdma.engine == "cuda":
-        out["sdma_pipe"] = SdmaBackend(cfg, "cuda", "sdma_pipe", cfg.sdma_pipeline_bytes, sdma)
-    else:
-        out["sdma_pipe"] = Unavailable("sdma_pipe", getattr(sdma, "reason", None) or
-                                       "the pipelined schedule exists for CUDA copy engines only")
-    try:
-        import torch.distributed._symmetric_memory  # noqa: F401
-        if not hasattr(torch.ops.symm_mem, "one_shot_all_reduce"):
-            raise ImportError("torch has no symm_mem all-reduce kernels")
-        out["symm"] = SymmBackend(cfg)
-    except (ImportError, AttributeError, RuntimeError) as e:
-        out["symm"] = Unavailable("symm", f"torch symmetric memory unavailable ({e})")
-    if not cfg.nccl_ce:
-        out["nccl_ce"] = Unavailable("nccl_ce", "off unless MCR_NCCL_CE=1: registering its "
-                                     "symmetric windows failed on the H200 test machine "
-                                     "(torch 2.11, NCCL 2.28.9)")
-    elif rocm or zero_cta_options() is None:
-        out["nccl_ce"] = Unavailable("nccl_ce", "needs NCCL >= 2.28 with the zero-CTA policy "
-                                     "(and torch exposing it)")
-    else:
-        out["nccl_ce"] = NcclCeBackend(cfg)
-    return out
-
-
-__all__ = ["ALIASES", "HOST", "KNOWN", "NAMES", "ORDER", "STREAM", "Backend", "Unavailable",
-           "bind_group", "build", "canonical", "default_backend", "release_group"]
+__all__ = ["ALIASES", "COMPOSED", "HOST", "KNOWN", "NAMES", "ORDER", "REGISTRY", "STREAM",
+           "Backend", "Context", "Unavailable", "bind_group", "build", "canonical",
+           "default_backend", "register_composed", "release_group"]

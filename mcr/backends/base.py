@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as tdist
 
+from ..config import Config
 from ..groups import Group, Spec
 from ..ops import OPS, CallKey, is_premul
 from ..streams import StreamDone, StreamId
@@ -169,3 +171,33 @@ class Backend:
     def all_gather_object(self, out: list[Any], obj: Any, g: Group) -> None:
         """out[i] <- obj of rank i (pickled)."""
         self._refuse("all_gather_object")
+
+
+class Unavailable(Backend):
+    """A backend this process cannot run; it declines every call with the reason."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    def bind(self, spec: Spec) -> Any:
+        """No handle; the note says why."""
+        spec.notes[self.name] = self.reason
+        return None
+
+    def decline(self, key: CallKey, group: Group) -> str | None:
+        """Always: the reason it is unavailable."""
+        return self.reason
+
+
+@dataclass
+class Context:
+    """What a backend folder's build() may look at: the settings, how the job was launched,
+    whether CUDA is there, and the backends built before it (registry order)."""
+
+    cfg: Config
+    launched_by_mpi: bool
+    cuda: bool
+    built: dict[str, Backend] = field(default_factory=dict)
+    # Every backend once all are built (filled in last): for backends that bind others' groups.
+    registry: dict[str, Backend] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """The order in which backends take turns, sample by sample, when they are timed side by side.
 
 A call can leave the host or the GPU busy after it returns (Gloo's threads, on the 2-core CI
-VM, added 20-40 us to whichever call came next: NOTES.md, "carryover"). A fixed rotation
+VM, added 20-40 us to whichever call came next). A fixed rotation
 (A B C, B C A, ...) puts every backend behind the same neighbour in every sample, so that cost
 falls on one of them; these orders give each backend every neighbour about equally often, as a
 crossover trial balances carryover (Williams' designs).

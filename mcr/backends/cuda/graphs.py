@@ -1,6 +1,6 @@
 """Replaying a stream-ordered call from a CUDA graph instead of issuing it again.
 
-On the lent H200 host every driver call costs ~7-8 us (NOTES.md issue 3, v2), so a copy-engine
+On the lent H200 host every driver call costs ~7-8 us, so a copy-engine
 all-gather issued call by call spends ~70 us of host time where its GPU work at small sizes
 takes ~25 us. A call whose key (op, addresses, sizes) repeats, as it does every step of a
 training loop, is captured once and then replayed with one launch. A key is captured on its
@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 
 import torch
 
-from ..streams import capturing
+from ...streams import capturing
 
 
 class GraphCache:
@@ -90,7 +90,7 @@ class GraphCache:
             g.replay()
         except RuntimeError as e:
             # cudaGraphLaunch refused the graph, which enqueues none of it (seen once: "invalid
-            # argument", an sdma reduce-scatter in FSDP2 on 2x H100, NOTES.md). The caller then
+            # argument", an sdma reduce-scatter in FSDP2 on 2x H100). The caller then
             # issues the call directly, the same work on the device, so the peers cannot tell.
             self._off("replay", str(e).splitlines()[0] if str(e) else type(e).__name__)
             self.refused += 1

@@ -3,11 +3,11 @@
 A Gloo process group runs its collectives on its own C++ thread over its own TCP pairs, so N
 groups all-reducing N slices at once use N cores for the copies and the reduction, with no
 Python thread hand-off. Open MPI serializes one process's collectives, whatever thread or
-communicator issues them (NOTES.md, issue 13: eight MPI lanes ran no faster than one), so this
+communicator issues them (eight MPI lanes as threads ran no faster than one), so this
 is where lanes scale on a host. GPU tensors are handed to Gloo, which stages each slice through
 pinned memory on its own stream, from its own thread: staging them in mcr instead (one pinned
 buffer, slice by slice on a side stream, lanes started as their slices landed) was 0.73-0.98x
-as fast, Python's cost per lane (NOTES.md, issue 13, third pass). Each lane count is a backend
+as fast, Python's cost per lane (H200 host, 16 cores). Each lane count is a backend
 (gloo_lanes2, 4, 8): the tuner picks it.
 """
 
@@ -19,11 +19,10 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..groups import Group, Spec, numbered
-from ..ops import ALL_REDUCE, CallKey
-from ..work import Work
-from .base import HOST, Backend
-from .lanes import COUNTS
+from ...groups import Group, Spec, numbered
+from ...ops import ALL_REDUCE, CallKey
+from ...work import Work
+from ..base import HOST, Backend
 
 _C10D = torch._C._distributed_c10d
 _SUPPORTED = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
@@ -98,7 +97,8 @@ class GlooLanesBackend(Backend):
         """The group's shared lanes (their process groups are made at the first call)."""
         if not spec.member:
             return None
-        bound = [spec.handles[f"gloo_lanes{c}"] for c in COUNTS if f"gloo_lanes{c}" in spec.handles]
+        # Every lane count shares one set of lanes per group: the first count bound makes it.
+        bound = [h for n, h in spec.handles.items() if n.startswith("gloo_lanes")]
         return bound[0] if bound else _Lanes(spec)
 
     def release(self, handle: Any, world: bool) -> None:

@@ -1,7 +1,7 @@
 """A lane helper process, and the shared-memory block it and its rank work through.
 
-mcr's MPI lanes (backends.lanes) are processes, not threads: Open MPI runs one process's
-collectives one at a time whatever thread issues them (NOTES.md, issue 13). Each rank spawns N
+mcr's MPI lanes (backends/lanes) are processes, not threads: Open MPI runs one process's
+collectives one at a time whatever thread issues them. Each rank spawns N
 helpers on its own host (MPI_Comm_spawn_multiple); helper i of every rank share a communicator,
 lane i. The rank copies a buffer into host memory both see, rings each lane's doorbell with its
 slice, and the helpers all-reduce their slices at once, each on its own core and connections.

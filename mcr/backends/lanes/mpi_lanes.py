@@ -1,9 +1,9 @@
 """Lane-parallel MPI all-reduce: N helper processes per rank, each all-reducing its slice.
 
 MPI's all-reduce of a host-staged buffer runs on one core per rank, and Open MPI serializes
-one process's collectives whatever thread issues them (NOTES.md, issue 13: eight threads on
+one process's collectives whatever thread issues them (eight threads on
 duplicated communicators ran no faster than one). So each lane is a process: at a group's
-first call with N lanes, every member spawns N helpers on its own host (lane_helper.py; a
+first call with N lanes, every member spawns N helpers on its own host (helper.py; a
 collective MPI_Comm_spawn_multiple over the group's communicator), helper i of every member
 joining lane i's communicator. A call copies the buffer into host memory the rank shares with
 its helpers, rings each lane, and the helpers all-reduce their slices at once, each on its own
@@ -22,19 +22,18 @@ from typing import Any
 
 import torch
 
-from ..errors import LibraryError
-from ..groups import Group, Spec
-from ..ops import ALL_REDUCE, CallKey
-from ..waits import get_timeout, poll_until, wait_event
-from ..work import Work
-from . import lane_helper as H
-from .base import HOST, Backend
+from ...errors import LibraryError
+from ...groups import Group, Spec
+from ...ops import ALL_REDUCE, CallKey
+from ...waits import get_timeout, poll_until, wait_event
+from ...work import Work
+from ..base import HOST, Backend
+from . import helper as H
 
-COUNTS = (2, 4, 8)   # the lane counts offered to the tuner, one backend each
 _SHM = "/dev/shm"  # noqa: S108 - files made O_EXCL, mode 0600, named by pid and object
 # CPU tensors whose lane slices are at least this large are staged slice by slice: the copy of
 # one overlaps the lanes before it (4-64 MiB 1.1-1.8x on the H100 host's 16 cores); smaller
-# slices lost the ~6 us of Python each piece costs (1 MiB in 4 lanes 0.87x; NOTES.md).
+# slices lost the ~6 us of Python each piece costs (1 MiB in 4 lanes 0.87x).
 PIECEWISE_SLICE_BYTES = 512 << 10
 
 
@@ -138,7 +137,7 @@ class LaneProcs:
         piecewise = not t.is_cuda and t.nbytes >= PIECEWISE_SLICE_BYTES * self.lanes
         if t.is_cuda:
             # One copy, not one per slice: each copy call cost ~35 us on the H100 host
-            # (probes/probe_stage_costs.py), more than the pipelining won.
+            # (timed stage by stage), more than the pipelining won.
             if self.reusable is not None:
                 torch.cuda.current_stream().wait_event(self.reusable)
             view.copy_(flat, non_blocking=True)

@@ -10,9 +10,7 @@ on values every rank shares: MPI does not match a blocking collective with a non
 
 from __future__ import annotations
 
-import ctypes
 import pickle
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,78 +18,22 @@ import numpy as np
 import torch
 import torch.distributed as tdist
 
-from ..config import Config
-from ..errors import McrTimeoutError
-from ..groups import Group, Spec
-from ..ops import ALL_REDUCE, REDUCTIONS, CallKey
-from ..threads import Futures, Worker
-from ..waits import PROGRESS_HOOKS, get_timeout, mcr_error, poll_until, wait_event
-from ..work import Work
-from .base import HOST, Backend
+from ...config import Config
+from ...errors import McrTimeoutError
+from ...groups import Group, Spec
+from ...ops import ALL_REDUCE, REDUCTIONS, CallKey
+from ...threads import Futures, Worker
+from ...waits import PROGRESS_HOOKS, get_timeout, mcr_error, poll_until
+from ...work import Work
+from ..base import HOST, Backend
 from .departures import Departures
-from .staging import PinnedPool, stage_in
+from .library import abort_job_on_uncaught_exception, cuda_aware_mpi, overflowing_reductions
+from .staging import PinnedPool, host_visible
 
 _INT_MAX = 2**31 - 1
 _NONBLOCKING = {n: "I" + n[0].lower() + n[1:] for n in (
     "Allreduce", "Allgather", "Allgatherv", "Reduce_scatter_block", "Alltoallv", "Bcast",
     "Reduce", "Gather", "Scatter", "Barrier")}   # MPI's non-blocking form of each collective
-
-
-def cuda_aware_mpi(setting: str) -> bool:
-    """MCR_MPI_CUDA_AWARE=1/0 decides; auto asks Open MPI's MPIX_Query_cuda_support."""
-    if setting in ("0", "1"):
-        return setting == "1"
-    try:
-        fn = ctypes.CDLL(None).MPIX_Query_cuda_support
-    except (AttributeError, OSError):
-        return False
-    fn.restype = ctypes.c_int
-    return bool(fn())
-
-
-def abort_job_on_uncaught_exception(MPI: Any) -> None:
-    """An exception that ends this rank's program aborts the whole MPI job, as `python -m
-    mpi4py` does (once per process).
-
-    Without it the failed rank's MPI_Finalize waits for its peers (Open MPI fences there) while
-    they wait in their next collective for MCR_TIMEOUT_S: minutes of a stuck job instead of an
-    error. torchrun needs none of this: its agent stops every rank when one fails."""
-    if getattr(sys.excepthook, "_mcr_aborts", False):
-        return
-    before = sys.excepthook
-
-    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
-        before(kind, exc, tb)
-        if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1:
-            sys.stderr.write(f"mcr: rank {MPI.COMM_WORLD.Get_rank()} ended with an uncaught "
-                             f"{kind.__name__}; aborting the MPI job so that the other ranks "
-                             "do not wait for it\n")
-            sys.stderr.flush()
-            MPI.COMM_WORLD.Abort(1)
-    hook._mcr_aborts = True   # type: ignore[attr-defined]
-    sys.excepthook = hook
-
-
-def overflowing_reductions(MPI: Any, types: dict[torch.dtype, Any], ops: dict[Any, Any]
-                           ) -> set[tuple[torch.dtype, Any]]:
-    """(integer dtype, torch ReduceOp) pairs this MPI gets wrong when the result overflows:
-    Open MPI's AVX reductions saturate (uint8 200 + 100 gives 255, not 44) from 64 elements on,
-    where torch, NCCL and Gloo wrap. Found by reducing locally (MPI_Reduce_local, no peers)."""
-    R = tdist.ReduceOp
-    bad = set()
-    for dt, mtype in types.items():
-        if dt.is_floating_point or dt.is_complex:
-            continue
-        nt = torch.empty(0, dtype=dt).numpy().dtype
-        top = np.iinfo(nt).max
-        for redop in (R.SUM, R.PRODUCT):
-            a = np.full(1024, top, dtype=nt)
-            inout = np.full(1024, 2, dtype=nt)
-            want = (a.astype(np.uint64) + 2 if redop == R.SUM else a.astype(np.uint64) * 2)
-            ops[redop].Reduce_local([a, mtype], [inout, mtype])
-            if not np.array_equal(inout, want.astype(nt)):
-                bad.add((dt, redop))
-    return bad
 
 
 class MpiBackend(Backend):
@@ -129,10 +71,10 @@ class MpiBackend(Backend):
         self._multiple = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         # Blocking collectives from this size run on a worker thread: Open MPI's non-blocking
         # ones (libnbc) were 1.4-1.6x slower from 1 MiB, but the hand-off to the worker cost
-        # more than that gained below 16 MiB on the H200 host (NOTES.md, issue 13).
+        # more than that gained below 16 MiB on the H200 host.
         self.blocking_bytes = cfg.mpi_blocking_bytes   # inf: never
         # ... and a blocking all-reduce goes in chunks: Open MPI's 64 MiB all-reduce took 12x
-        # its 16 MiB one on the H200 host (NOTES.md, issue 13).
+        # its 16 MiB one on the H200 host.
         self.chunk_bytes = cfg.mpi_chunk_bytes         # inf: one piece
         self._worker: Worker | None = None
         PROGRESS_HOOKS.append(self._progress)
@@ -189,19 +131,8 @@ class MpiBackend(Backend):
 
     def _stage(self, tensors: list[tuple[torch.Tensor, bool]]
                ) -> tuple[list[torch.Tensor], list[Callable[[], None]]]:
-        """Host-visible stand-ins for tensors; (tensor, copy_in). Returns views and copy-backs.
-
-        GPU tensors: MPI reads the device memory (CUDA-aware) once the producing stream has
-        written it (the host polls, MPI progressing), or pinned copies (stage_in).
-        """
-        if not tensors[0][0].is_cuda:   # a call's tensors share one device (mcr.comm checks)
-            return [t for t, _ in tensors], []
-        if not self.cuda_aware:
-            return stage_in(self.pool, tensors)
-        ready = torch.cuda.Event()
-        ready.record()
-        wait_event(ready, "GPU producer of an MPI buffer")
-        return [t for t, _ in tensors], []
+        """Host-visible stand-ins for (tensor, copy_in) pairs, and their copy-backs."""
+        return host_visible(self.pool, self.cuda_aware, tensors)
 
     def _bytes(self, t: torch.Tensor) -> Any:
         return t.reshape(-1).view(torch.uint8) if t.is_cuda else self._np(t)

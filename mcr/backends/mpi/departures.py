@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LibraryError
+from ...errors import LibraryError
 
 TAG = 0x6D6372          # "mcr": the notices' own communicator makes clashes impossible anyway
 GRACE_S = 2.0           # point-to-point: after a notice, for data the leaving rank had sent

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..waits import wait_event
+from ...waits import wait_event
 
 
 class PinnedPool:
@@ -71,3 +71,19 @@ def _copy_back(pool: PinnedPool, t: torch.Tensor, host: torch.Tensor, buf: torch
         ev.record()
         pool.put(buf, ev)
     return fn
+
+
+def host_visible(pool: PinnedPool, cuda_aware: bool, tensors: list[tuple[torch.Tensor, bool]]
+                 ) -> tuple[list[torch.Tensor], list[Callable[[], None]]]:
+    """What a host library may read and write for each (tensor, copy_in) of one call, and the
+    copy-backs to run after it. CPU tensors as they are; GPU tensors as they are for a
+    CUDA-aware library once the producing stream has written them (the host polls, MPI
+    progressing), else pinned copies (stage_in)."""
+    if not tensors[0][0].is_cuda:   # a call's tensors share one device (mcr.comm checks)
+        return [t for t, _ in tensors], []
+    if not cuda_aware:
+        return stage_in(pool, tensors)
+    ready = torch.cuda.Event()
+    ready.record()
+    wait_event(ready, "GPU producer of an MPI buffer")
+    return [t for t, _ in tensors], []

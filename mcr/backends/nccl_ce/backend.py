@@ -13,14 +13,14 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..config import Config
-from ..groups import Group, Spec
-from ..ops import ALL_GATHER, ALL_TO_ALL, CallKey
-from ..spans import Spans
-from ..work import Work
-from .base import STREAM, Backend
-from .ce_engine import rounds
-from .torch_pg import _all_gather_tensor
+from ...config import Config
+from ...groups import Group, Spec
+from ...ops import ALL_GATHER, ALL_TO_ALL, CallKey
+from ...spans import Spans
+from ...work import Work
+from ..base import STREAM, Backend
+from ..cuda.symm_mem import rounds
+from ..torch_pg.common import all_gather_tensor
 
 
 def zero_cta_options() -> Any | None:
@@ -102,7 +102,7 @@ class NcclCeBackend(Backend):
         w = self._win(g)
         pg = g.handles[self.name]
         n = g.size
-        fn = _all_gather_tensor if op == ALL_GATHER else tdist.all_to_all_single
+        fn = all_gather_tensor if op == ALL_GATHER else tdist.all_to_all_single
         nb = inp.numel() * inp.element_size()
         if w.owns(inp) and w.owns(out):
             fn(out, inp, group=pg)

@@ -3,7 +3,7 @@
 Per group: a small symmetric flag buffer and a bounded symmetric transit buffer (two slots, so
 that the copies of round k+1 overlap the copy-out of round k).
 
-Schedule (NOTES.md issue 3, v5): each rank pushes its blocks one peer after the other, in the
+Schedule: each rank pushes its blocks one peer after the other, in the
 rotated order me+1, me+2, ..., on one stream. Started together, the ranks then form a
 permutation at every moment: each GPU sends to one peer and receives from one, which runs the
 copy engines at ~380 GB/s; the same pushes issued concurrently on one stream per peer reached
@@ -26,24 +26,24 @@ round's pushes; below it the extra events cost more host time than the overlap s
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as tdist
 
-from ..errors import CallError
-from ..spans import Spans
-from ..streams import StreamId, follow_stream, stream_of
-from .cudadrv import OP_WAIT32, OP_WRITE32, Driver, MemOps
-from .graphs import GraphCache
-from .rdv_turns import TURNS
+from ...errors import CallError
+from ...spans import Spans
+from ...streams import StreamId, follow_stream, stream_of
+from ..cuda.driver import OP_WAIT32, OP_WRITE32, Driver, MemOps
+from ..cuda.graphs import GraphCache
+from ..cuda.symm_mem import rendezvous, symm_empty
 
 _SLOTS = 2
 
 
-def _zero_copy_token(offset: int) -> int:
+def zero_copy_token(offset: int) -> int:
+    """The flag value of a zero-copy round: ranks that disagree on the offset wait, not write."""
     return 2 + ((offset >> 4) & 0x3FFFFFFF)
 
 
@@ -68,27 +68,6 @@ class SymmBuffer:
     tensor: torch.Tensor
 
 
-def symm_empty(nbytes: int, device: torch.device) -> torch.Tensor:
-    """A uint8 tensor in torch symmetric memory (collective use needs rendezvous after)."""
-    import torch.distributed._symmetric_memory as symm_mem
-    return symm_mem.empty(max(nbytes, 16), dtype=torch.uint8, device=device)
-
-
-def rendezvous(t: torch.Tensor, pg: tdist.ProcessGroup) -> object:
-    """Exchange symmetric-memory handles over pg (collective); a clear error instead of a
-    wait that cannot end where pg's ranks made different numbers of rendezvous before."""
-    import torch.distributed._symmetric_memory as symm_mem
-    TURNS.before(pg.group_name, pg.rank(), tdist.get_process_group_ranks(pg))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
-        if enable is not None:
-            enable(pg.group_name)  # needed by older torch for groups other than WORLD
-    hdl = symm_mem.rendezvous(t, pg.group_name)
-    TURNS.after()
-    return hdl
-
-
 class CeGroup:
     """Copy-engine state of one group on this rank: flags, transit buffer, push stream."""
 
@@ -106,7 +85,7 @@ class CeGroup:
         hdl = rendezvous(self.flags, pg)
         self.fhdl = hdl
         self.fptr = list(hdl.buffer_ptrs)   # every rank's flags, as mapped here
-        self.sync = sync                    # "kernel" | "memops" (README, NOTES.md v2/v5)
+        self.sync = sync                    # "kernel" | "memops" (MCR_SDMA_SYNC)
         self.ev_in = torch.cuda.Event()
         self.ev_out = [torch.cuda.Event() for _ in range(_SLOTS)]
         torch.cuda.synchronize()
@@ -162,7 +141,7 @@ class CeGroup:
     # -- one call --------------------------------------------------------------------------
     def launch(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None]) -> None:
         """Run issue(m) on the caller's stream m, or its captured graph (see graphs.py)."""
-        # Stream ids, not Stream objects: a replayed call needs none (NOTES.md v9).
+        # Stream ids, not Stream objects: a replayed call needs none.
         # The transit slots may last have been read by copy-outs on another stream.
         sid = self.last_sid = follow_stream(self.last_sid, self.dev.index)
         self.graphs.run(key, issue, lambda: stream_of(sid))
@@ -244,13 +223,6 @@ class Round:
     side: bool
 
 
-def rounds(nbytes: int, cap: int) -> list[tuple[int, int]]:
-    """(offset, length) pieces of a per-rank block of nbytes, each at most cap."""
-    if nbytes <= cap:
-        return [(0, nbytes)]
-    return [(o, min(cap, nbytes - o)) for o in range(0, nbytes, cap)]
-
-
 PIPELINE_ROUNDS = 4   # rounds a staged block is cut into from MCR_SDMA_PIPELINE_BYTES, at most
 
 
@@ -272,5 +244,5 @@ def check_token_room(offset: int) -> None:
                         f"multiple of 16 bytes, got {offset}")
 
 
-__all__ = ["CeGroup", "Round", "Send", "SymmBuffer", "_zero_copy_token",
-           "round_bytes", "rounds", "symm_empty"]
+__all__ = ["CeGroup", "Round", "Send", "SymmBuffer", "check_token_room", "round_bytes",
+           "zero_copy_token"]

@@ -8,9 +8,9 @@ itself (`one_shot_all_reduce_copy_out`), so an aligned small all-reduce is one k
 kernels sum in bf16/fp32; avg is a sum and one division.
 
 A small all-reduce is host-bound: torch's op cost ~11 us of host time per call on the H100 host,
-a replay of the same call captured in a CUDA graph ~5 us (NOTES.md, "symm calls replayed from
-CUDA graphs"). So a call whose tensor address, shape and dtype repeat, as in a training loop or
-an OSU loop, is captured on its second sighting and replayed after (MCR_SYMM_GRAPHS per group).
+a replay of the same call captured in a CUDA graph ~5 us. So a call whose tensor address, shape
+and dtype repeat, as in a training loop or an OSU loop, is captured on its second sighting and
+replayed after (MCR_SYMM_GRAPHS per group).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..config import Config
-from ..groups import Group, Spec
-from ..ops import ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, CallKey
-from ..streams import StreamId, follow_stream, stream_of
-from ..work import Work
-from . import symm_ll as LL
-from .base import STREAM, Backend
-from .ce_engine import rendezvous, symm_empty
-from .graphs import GraphCache
-from .symm_ll import CALL_LIMIT, LLGroup, auto_bytes, region_bytes, unavailable
+from ...config import Config
+from ...groups import Group, Spec
+from ...ops import ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, CallKey
+from ...streams import StreamId, follow_stream, stream_of
+from ...work import Work
+from ..base import STREAM, Backend
+from ..cuda.graphs import GraphCache
+from ..cuda.symm_mem import rendezvous, symm_empty
+from . import ll as LL
+from .ll import CALL_LIMIT, LLGroup, auto_bytes, region_bytes, unavailable
 
 R = tdist.ReduceOp
 _AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
@@ -53,7 +53,7 @@ _LL, _COPY_IN, _STAGED, _PADDED = 3, 0, 1, 2
 class _Staging:
     """The group's symmetric staging buffer, a same-size scratch output, the low-latency
     kernel's state, the plan of each kind of call seen (cached: slicing, viewing and alignment
-    tests cost microseconds per call on a slow host, NOTES.md v9), and the calls captured as
+    tests cost microseconds per call on a slow host), and the calls captured as
     CUDA graphs."""
 
     def __init__(self, pg: tdist.ProcessGroup, nbytes: int, cfg: Config) -> None:

@@ -1,9 +1,9 @@
 """symm's low-latency collectives: each rank pushes its data to its peers with the call's number
-in every line (symm_ll.cu), so a small all-reduce, all-gather, reduce-scatter or broadcast needs
+in every line (ll.cu), so a small all-reduce, all-gather, reduce-scatter or broadcast needs
 no barrier.
 
 torch's one-shot kernel takes ~10 us on 2 H200s at any small size: a barrier before it reads its
-peers' buffers, one after (NOTES.md, "symm's small all-reduce without barriers"). Here the data
+peers' buffers, one after. Here the data
 carries its own signal: one one-way trip over NVLink. Lines are twice the data's size, so this
 form serves small calls only (MCR_SYMM_LL_BYTES). The kernel is CUDA C++ compiled once per
 process with CuPy's NVRTC; without CuPy symm keeps torch's kernels for every size.
@@ -21,7 +21,7 @@ THREADS = 512
 MAX_BLOCKS = 64        # co-resident on any GPU this serves, so no block waits on an unstarted one
 LINE = 16              # bytes a line takes in a receive region: 8 of data, two 4-byte numbers
 # MCR_SYMM_LL_BYTES=auto: the kernel serves while each rank pushes at most this much (2 x its
-# data to each peer). Measured (NOTES.md): faster than torch's one-shot kernel at 1 MiB on 2
+# data to each peer). Measured on H100s: faster than torch's one-shot kernel at 1 MiB on 2
 # ranks (2 MiB pushed) and 256 KiB on 4 (1.5 MiB); slower at 1 MiB on 4 (6 MiB).
 AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
@@ -35,7 +35,7 @@ def _build() -> tuple[dict[torch.dtype, Any] | None, str | None]:
     per process."""
     try:
         import cupy
-        src = Path(__file__).with_name("symm_ll.cu").read_text()
+        src = Path(__file__).with_name("ll.cu").read_text()
         mod = cupy.RawModule(code=src, options=("--std=c++17",))
         return {dt: mod.get_function(name) for dt, name in _KERNELS.items()}, None
     except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels

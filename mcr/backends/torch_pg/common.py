@@ -7,12 +7,12 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..errors import CallError
-from ..groups import Group
-from ..ops import is_premul
-from ..waits import PENDING, PROGRESS_HOOKS, get_timeout, mcr_error
-from ..work import ON_COMPLETE, Work
-from .base import STREAM, Backend
+from ...errors import CallError
+from ...groups import Group
+from ...ops import is_premul
+from ...waits import PENDING, PROGRESS_HOOKS, get_timeout, mcr_error
+from ...work import ON_COMPLETE, Work
+from ..base import STREAM, Backend
 
 
 def _raw(*names: str) -> Any:
@@ -26,7 +26,7 @@ def _raw(*names: str) -> Any:
 
 
 # torch 2.13 renamed the tensor forms (the old names warn); the GPU image's 2.11 has only those.
-_all_gather_tensor = _raw("all_gather_single", "all_gather_into_tensor")
+all_gather_tensor = _raw("all_gather_single", "all_gather_into_tensor")
 _reduce, _gather, _scatter = _raw("reduce"), _raw("gather"), _raw("scatter")
 _isend, _irecv, _barrier = _raw("isend"), _raw("irecv"), _raw("barrier")
 _batch_isend_irecv = _raw("batch_isend_irecv")
@@ -119,7 +119,7 @@ class TorchPGBackend(Backend):
               **kw: Any) -> Work | None:
         """Op `what` as fn(*args, **kw) through torch.distributed's function (ops off the hot
         path). A synchronous call on a stream library is made as torch's own synchronous
-        call, which skips the work object, its event and the stashed tensors (NOTES.md v9)."""
+        call, which skips the work object, its event and the stashed tensors."""
         if sync and self.domain == STREAM:
             fn(*args, async_op=False, **kw)
             return None

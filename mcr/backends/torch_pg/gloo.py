@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from ..groups import Spec
-from ..ops import DEVICELESS, REDUCTIONS, CallKey
-from .base import HOST
-from .torch_pg import TorchPGBackend
+from ...groups import Spec
+from ...ops import DEVICELESS, REDUCTIONS, CallKey
+from ..base import HOST
+from .common import TorchPGBackend
 
 # What torch's Gloo cannot reduce ("Invalid scalar type" from inside the library, torch 2.13).
 _NO_REDUCTION = {torch.int16, torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn,

@@ -7,10 +7,10 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from ..groups import Spec
-from ..ops import DEVICELESS, CallKey
-from .base import STREAM
-from .torch_pg import TorchPGBackend
+from ...groups import Spec
+from ...ops import DEVICELESS, CallKey
+from ..base import STREAM
+from .common import TorchPGBackend
 
 _BITWISE = (tdist.ReduceOp.BAND, tdist.ReduceOp.BOR, tdist.ReduceOp.BXOR)
 # torch sends bool as uint8 and maps SUM to MAX (an or); MIN and PRODUCT are an and.
