@@ -1,7 +1,7 @@
-"""Run the 2-rank API test many times in a row and count clean exits (issue 17's soak).
+"""Run the 2-rank API test many times in a row and count clean exits.
 
 Not collected by pytest (it takes minutes); run it by hand:
-    python tests/soak.py --runs 100 --launcher mpiexec --out benchmarks/results/soak.txt
+    python tests/soak.py --runs 100 --launcher mpiexec --out soak.txt
 A run is clean when it exits 0 within the timeout, every rank prints "API OK", and nothing on
 stderr looks like a crash (signal, abort, leaked-resource or shutdown warning).
 """

@@ -10,10 +10,11 @@ import torch.distributed as tdist
 from conftest import gpus, run_mpi
 from torch.distributed import ReduceOp as R
 
-from mcr.backends.ce_engine import round_bytes, rounds
-from mcr.backends.graphs import GraphCache
-from mcr.backends.sdma import SdmaBackend, _reduce_blocks
-from mcr.backends.symm import SymmBackend
+from mcr.backends.cuda.graphs import GraphCache
+from mcr.backends.cuda.symm_mem import rounds
+from mcr.backends.sdma.backend import SdmaBackend, _reduce_blocks
+from mcr.backends.sdma.cuda_engine import round_bytes
+from mcr.backends.symm.backend import SymmBackend
 from mcr.config import from_env
 from mcr.groups import Group
 from mcr.ops import CallKey, make_key
@@ -41,7 +42,7 @@ def test_sdma_declines_by_key() -> None:
 def test_nccl_takes_bool_reductions_as_torch_does() -> None:
     """torch's NCCL reduces bool tensors (sum as max, an or), so mcr's nccl must not decline
     them (found by torch_diff_worker on one H100); bitwise ops and AVG of bool it cannot."""
-    from mcr.backends.nccl import NcclBackend
+    from mcr.backends.torch_pg.nccl import NcclBackend
     be, R = NcclBackend(), tdist.ReduceOp
     for op in (R.SUM, R.MAX, R.MIN, R.PRODUCT):
         assert be.decline_key(_key("all_reduce", 64, torch.bool, redop=op)) is None, op
@@ -175,7 +176,7 @@ class _SymmKernelsStandin:
 def _cpu_staging(graphs: GraphCache, ll: object = None) -> object:
     """symm's per-group state as the CPU tests need it: its buffers on the CPU, graphs and the
     low-latency kernel stood in or off (both need CUDA)."""
-    from mcr.backends.symm import _Staging
+    from mcr.backends.symm.backend import _Staging
     st = _Staging.__new__(_Staging)
     st.buf = torch.empty((1 << 20) + 16, dtype=torch.uint8)
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
@@ -192,7 +193,7 @@ def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyP
     be = SymmBackend.__new__(SymmBackend)
     be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")))   # every call direct
-    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
     g = SimpleNamespace(id=3, size=2)   # what symm reads of an mcr Group
@@ -221,7 +222,7 @@ class _LLStandin:
 
     def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
               root: int = 0) -> None:
-        from mcr.backends import symm_ll as LL
+        from mcr.backends.symm import ll as LL
         self.calls += 1
         self.ops.append(op)
         self.roots.append(root)
@@ -248,12 +249,12 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
     them); from that call on every size takes torch's kernels, the cached plans and graphs that
     named the kernel are gone, the summary says why, and every result stays right."""
     from mcr.config import Config
-    monkeypatch.setattr("mcr.backends.symm.CALL_LIMIT", 6)
+    monkeypatch.setattr("mcr.backends.symm.backend.CALL_LIMIT", 6)
     be = SymmBackend.__new__(SymmBackend)
     be.cfg = Config(symm_max_bytes=1 << 20)
     ll = _LLStandin(4096)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
-    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
     g = SimpleNamespace(id=3, size=2)
@@ -294,8 +295,8 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     assert "bfloat16" in be.decline_key(key("reduce_scatter", 4096, 4, torch.float16, S))
     ll = _LLStandin(1 << 20)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
-    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
-    monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.stream_of", lambda sid: None)
     be._groups = {3: st}
     g = SimpleNamespace(id=3, size=2, handles={})
     gen = torch.Generator().manual_seed(2)
@@ -344,7 +345,7 @@ def _standin_graphs(monkeypatch: pytest.MonkeyPatch, capacity: int,
                     capture_error: bool = False) -> tuple[GraphCache, list[bool]]:
     """A GraphCache whose captures make _GraphStandin, and a flag list: [True] means the
     caller's stream is capturing."""
-    import mcr.backends.graphs as graphs
+    import mcr.backends.cuda.graphs as graphs
     capturing = [False]
     monkeypatch.setattr(graphs, "capturing", lambda: capturing[0])
 
@@ -430,8 +431,8 @@ def test_symm_replays_read_new_data_per_key(monkeypatch: pytest.MonkeyPatch) -> 
     be = SymmBackend.__new__(SymmBackend)
     be.cfg = Config(symm_max_bytes=1 << 20, symm_two_shot_bytes=64 << 10)
     st = _cpu_staging(_standin_graphs(monkeypatch, capacity=64)[0])
-    monkeypatch.setattr("mcr.backends.symm.follow_stream", lambda last, dev: None)
-    monkeypatch.setattr("mcr.backends.symm.stream_of", lambda sid: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.stream_of", lambda sid: None)
     be.ops = _SymmKernelsStandin(st.buf)
     be._copy_in_kernel, be._groups = True, {3: st}
     g = SimpleNamespace(id=3, size=2)
@@ -488,7 +489,7 @@ def test_symmetric_rendezvous_counts_are_compared_first() -> None:
     mcr session gives it (one root: the threads share one process)."""
     import threading
 
-    from mcr.backends.rdv_turns import RendezvousTurns
+    from mcr.backends.cuda.turns import RendezvousTurns
     from mcr.checks import SignatureCheck
     from mcr.errors import CallError, McrTimeoutError
     master = tdist.TCPStore("127.0.0.1", 0, 3, True, wait_for_workers=False)

@@ -89,8 +89,8 @@ SPLIT = {"MCR_LOCAL_SIZE": "2", "MCR_HIER_CHUNK_BYTES": "64KiB", "MCR_HIER_MAX_C
 def test_hier_chunks_tile_the_block_within_the_bounds(n, esize, chunk, most):
     """Chunks tile a rank's block in order, no more of them than MCR_HIER_MAX_CHUNKS, none
     smaller than MCR_HIER_CHUNK_BYTES but the last (each chunk costs a call of each part)."""
-    from mcr.backends.hier import HierBackend
     from mcr.config import Config
+    from mcr.hier import HierBackend
     hb = HierBackend(Config(hier_chunk_bytes=chunk, hier_max_chunks=most), {})
     got = hb._chunks(n, esize)
     assert [s for s, _ in got] == [sum(m for _, m in got[:i]) for i in range(len(got))]

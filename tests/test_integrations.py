@@ -264,7 +264,7 @@ def test_train_step_median_interval_covers_as_it_says():
     skewed distribution, the interval holds the true median as often as its coverage says."""
     import numpy as np
 
-    from benchmarks.train_step import median_interval
+    from benchmarks.common import median_interval
     xs = [float(x) for x in range(12, 0, -1)]
     lo, hi, cover = median_interval(xs)
     assert (lo, hi) == (3.0, 10.0) and abs(cover - 0.9614) < 1e-4

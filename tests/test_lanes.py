@@ -1,4 +1,4 @@
-"""mpi_lanesN: helper processes per rank all-reducing slices of a shared buffer (issue 13)."""
+"""mpi_lanesN: helper processes per rank all-reducing slices of a shared buffer."""
 
 from __future__ import annotations
 

@@ -226,7 +226,7 @@ def test_shipped_tables_are_valid():
 def test_dispatcher_order_and_fallback(tmp_path):
     """per-call > MCR_BACKEND > table > default, with declines falling through."""
     from mcr.backends import Unavailable
-    from mcr.backends.gloo import GlooBackend
+    from mcr.backends.torch_pg.gloo import GlooBackend
     from mcr.dispatcher import Dispatcher
     from mcr.errors import BackendUnavailable
     from mcr.groups import Group
@@ -255,7 +255,7 @@ def test_dispatcher_order_and_fallback(tmp_path):
 
 def test_dispatcher_tells_once_per_uncovered_group_size_of_two_or_more(tmp_path):
     """No rule for a group size: said once per (device, size); a group of one is never said."""
-    from mcr.backends.gloo import GlooBackend
+    from mcr.backends.torch_pg.gloo import GlooBackend
     from mcr.dispatcher import Dispatcher
     from mcr.groups import Group
     from mcr.ops import CallKey
@@ -276,8 +276,8 @@ def test_dispatcher_tells_once_per_uncovered_group_size_of_two_or_more(tmp_path)
 
 def test_dispatcher_picks_symmetric_rules_by_key(tmp_path):
     """A key whose output is symmetric memory gets the buffer: symmetric rule; others not."""
-    from mcr.backends.gloo import GlooBackend
-    from mcr.backends.mpi import MpiBackend
+    from mcr.backends.mpi.backend import MpiBackend
+    from mcr.backends.torch_pg.gloo import GlooBackend
     from mcr.config import from_env
     from mcr.dispatcher import Dispatcher
     from mcr.groups import Group
@@ -315,8 +315,8 @@ def test_table_locations_are_checked(tmp_path):
 
 def test_graph_capture_goes_to_capturable_libraries_only():
     """Inside CUDA graph capture, host-progressed libraries decline with the reason."""
-    from mcr.backends.gloo import GlooBackend
-    from mcr.backends.nccl import NcclBackend
+    from mcr.backends.torch_pg.gloo import GlooBackend
+    from mcr.backends.torch_pg.nccl import NcclBackend
     from mcr.groups import Group
     from mcr.ops import CallKey
     g = Group(ranks=[0, 1], rank=0, handles={"gloo": object(), "nccl": object()})
@@ -386,7 +386,7 @@ def test_user_folder_is_read_before_the_shipped_tables(tmp_path):
     MCR_USER_TABLES shadows it op by op; MCR_TUNING_TABLE alone replaces both."""
     from conftest import run_mpi
     out = run_mpi(2, "tables_worker.py", env={"MCR_USER_TABLES": str(tmp_path / "none")})
-    assert out.count("all_reduce 64 -> mpi") == 2 and "mcr/tuning_tables/cpu_np2.yaml" in out
+    assert out.count("all_reduce 64 -> mpi") == 2 and "tuning_tables/cpu_np2.yaml" in out
     rule = "  2:\n    all_reduce:\n      - {max: 1KiB, backend: gloo}\n"
     (tmp_path / "mine.yaml").write_text(HEAD.replace("class: test", "class: cpu") + rule)
     out = run_mpi(2, "tables_worker.py", env={"MCR_USER_TABLES": str(tmp_path)})
@@ -421,7 +421,7 @@ def test_auto_profile_takes_overlap_rules_on_side_streams(tmp_path, profile, sid
 def test_dispatcher_counts_calls_per_profile_across_a_spill(tmp_path):
     """profiles() sums calls and bytes per table profile, served() per op and library, the
     same before and after the decision cache is dropped (set_tables spills it)."""
-    from mcr.backends.gloo import GlooBackend
+    from mcr.backends.torch_pg.gloo import GlooBackend
     from mcr.dispatcher import Dispatcher
     from mcr.groups import Group
     from mcr.ops import CallKey

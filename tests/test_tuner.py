@@ -14,13 +14,13 @@ import time
 import pytest
 import torch
 from conftest import ROOT, _env, launch
+from mcr.tuner.decide import settled
+from mcr.tuner.search import read_rows
 
 from mcr.backends import KNOWN
 from mcr.ops import make_key
 from mcr.table_file import load_table
 from mcr.tables import TableSet
-from mcr.tuner.decide import settled
-from mcr.tuner.search import read_rows
 
 TUNE = [sys.executable, "-m", "mcr.tuner"]
 QUICK = ["-m", "4:4KiB", "-i", "5", "-x", "2", "--rounds", "2", "--max-seconds", "0.2"]
@@ -155,7 +155,7 @@ def test_check_reports_regret_per_op(tmp_path):
     (["--ops", "all_reduce,allreduce"], "--ops allreduce: not an op it tunes"),
     (["--profiles", "overlap", "-d", "cpu"], "--profiles overlap needs CUDA tensors"),
     (["--overlap-load", "cover"], "--overlap-load cover sets the overlap profile's load"),
-    (["--out", "mcr/tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
+    (["--out", "tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
     (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["-c"], "-c/--validate is for the OSU benchmarks"),

@@ -63,5 +63,5 @@ print(f"rank {rank}: HF OK", flush=True)
 # torch's Gloo exit race: a Gloo thread dropping the last works' tensors while the interpreter
 # finalizes aborts the process ("terminate called without an active exception"). mcr's teardown
 # settles it when mcr is loaded; the plain run has no mcr, so it settles here (without this, 2
-# of 50 plain runs aborted, with it 0 of 50: benchmarks/NOTES.md).
+# of 50 plain runs aborted, with it 0 of 50).
 time.sleep(0.2)

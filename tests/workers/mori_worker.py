@@ -19,8 +19,8 @@ from mori import ccl, shmem  # noqa: E402
 
 import mcr.comm as dist  # noqa: E402
 from mcr import runtime  # noqa: E402
-from mcr.backends.mori_engine import MoriGroup  # noqa: E402
-from mcr.backends.sdma import SdmaBackend  # noqa: E402
+from mcr.backends.sdma.backend import SdmaBackend  # noqa: E402
+from mcr.backends.sdma.mori_engine import MoriGroup  # noqa: E402
 from mcr.ops import CallKey  # noqa: E402
 
 dist.init_distributed(verbose=False)
