@@ -38,7 +38,7 @@ import torch.distributed as tdist
 
 import mcr.comm as dist
 from benchmarks.common import median_interval, sync
-from benchmarks.tp_model import SHAPES, Comm, TPDecoder
+from benchmarks.tp_model import SHAPES, Comm, TPDecoder, Weights
 from mcr.measure.turns import turn_orders
 
 CONFIGS = ("plain", "mcr", "floor")
@@ -149,10 +149,10 @@ def run_torch(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
               ) -> list[dict[str, Any]]:
     """The hand-sharded decoder: every batch and mode asked for."""
     rank, world = tdist.get_rank(), tdist.get_world_size()
-    shape, ways, rows = SHAPES[args.shape], comms(), []
+    ways, rows = comms(), []
+    wts = Weights(SHAPES[args.shape], rank, world, device, dtype)
     for batch in args.batch:
-        model = TPDecoder(shape, rank, world, batch, args.prompt,
-                          max(args.steps, args.check_steps) + 4, device, dtype)
+        model = TPDecoder(wts, batch, args.prompt, max(args.steps, args.check_steps) + 4)
         for mode in args.mode:
             if mode == "graph" and device.type != "cuda":
                 continue

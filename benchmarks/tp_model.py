@@ -38,11 +38,11 @@ def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (x.float() * torch.rsqrt(var + 1e-5)).to(x.dtype) * w
 
 
-class TPDecoder:
-    """This rank's shard of the model, its KV cache, and one greedy decode step."""
+class Weights:
+    """This rank's shard of the model's weights (random, the same for every configuration)."""
 
-    def __init__(self, shape: dict[str, int], rank: int, world: int, batch: int, prompt: int,
-                 steps: int, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(self, shape: dict[str, int], rank: int, world: int, device: torch.device,
+                 dtype: torch.dtype) -> None:
         s = shape
         for what in ("heads", "kv_heads", "ffn", "vocab"):
             if s[what] % world:
@@ -50,15 +50,15 @@ class TPDecoder:
         self.hd = s["hidden"] // s["heads"]
         self.hl, self.kvl = s["heads"] // world, s["kv_heads"] // world
         self.fl, self.vl = s["ffn"] // world, s["vocab"] // world
-        self.world, self.batch, self.prompt = world, batch, prompt
+        self.world, self.device, self.dtype = world, device, dtype
         h = s["hidden"]
-        g = torch.Generator(device="cpu").manual_seed(1234 + rank)
+        g = torch.Generator(device=device).manual_seed(1234 + rank)
 
         def w(*size: int) -> torch.Tensor:
-            return (torch.randn(*size, generator=g) * size[0] ** -0.5).to(device, dtype)
+            return (torch.randn(*size, generator=g, device=device) * size[0] ** -0.5).to(dtype)
         # The embedding is replicated: every rank draws it from the same seed.
-        e = torch.Generator(device="cpu").manual_seed(99)
-        self.embed = torch.randn(s["vocab"], h, generator=e).to(device, dtype)
+        e = torch.Generator(device=device).manual_seed(99)
+        self.embed = torch.randn(s["vocab"], h, generator=e, device=device).to(dtype)
         self.layers = [dict(qkv=w(h, (self.hl + 2 * self.kvl) * self.hd),
                             o=w(self.hl * self.hd, h), gu=w(h, 2 * self.fl), down=w(self.fl, h),
                             n1=torch.ones(h, device=device, dtype=dtype),
@@ -66,12 +66,24 @@ class TPDecoder:
                        for _ in range(s["layers"])]
         self.norm = torch.ones(h, device=device, dtype=dtype)
         self.head = w(h, self.vl)
+        self.gen = g
+
+
+class TPDecoder:
+    """A batch's KV cache and static inputs over the shared weights, and one greedy decode
+    step."""
+
+    def __init__(self, wts: Weights, batch: int, prompt: int, steps: int) -> None:
+        self.w = wts
+        self.hd, self.hl, self.kvl, self.fl, self.vl = wts.hd, wts.hl, wts.kvl, wts.fl, wts.vl
+        self.world, self.batch, self.prompt = wts.world, batch, prompt
+        device, dtype, g = wts.device, wts.dtype, wts.gen
         t = prompt + steps
         # The prompt's keys and values as random numbers: decode costs the same whatever they
         # hold, and every configuration starts each block from the same cache.
-        self.cache = [(torch.randn(batch, self.kvl, t, self.hd, generator=g).to(device, dtype),
-                       torch.randn(batch, self.kvl, t, self.hd, generator=g).to(device, dtype))
-                      for _ in range(s["layers"])]
+        self.cache = [tuple(torch.randn(batch, self.kvl, t, self.hd, generator=g,
+                                        device=device).to(dtype) for _ in "kv")
+                      for _ in wts.layers]
         inv = 1.0 / 10000 ** (torch.arange(0, self.hd, 2, dtype=torch.float32) / self.hd)
         ang = torch.outer(torch.arange(t, dtype=torch.float32), inv)
         self.cos, self.sin = ang.cos().to(device, dtype), ang.sin().to(device, dtype)
@@ -79,7 +91,7 @@ class TPDecoder:
         # Static inputs and outputs of a step (a CUDA graph replays on these addresses).
         self.tok = torch.zeros(batch, dtype=torch.long, device=device)
         self.pos = torch.zeros((), dtype=torch.long, device=device)
-        self.logits = torch.empty(world, batch, self.vl, device=device, dtype=dtype)
+        self.logits = torch.empty(self.world, batch, self.vl, device=device, dtype=dtype)
 
     def reset(self, first_token: int = 1) -> None:
         """Back to the first decode position, every sequence on the same token."""
@@ -95,9 +107,9 @@ class TPDecoder:
         """One decode step in place: next token into self.tok, position advanced. Only tensor
         ops on static tensors: capturable in a CUDA graph."""
         b, hd = self.batch, self.hd
-        x = self.embed[self.tok]
+        x = self.w.embed[self.tok]
         mask = (self.positions <= self.pos).view(1, 1, 1, -1)
-        for p, (kc, vc) in zip(self.layers, self.cache):
+        for p, (kc, vc) in zip(self.w.layers, self.cache):
             qkv = _rms(x, p["n1"]) @ p["qkv"]
             q, k, v = qkv.split([self.hl * hd, self.kvl * hd, self.kvl * hd], -1)
             q = self._rope(q.view(b, self.hl, hd))
@@ -112,7 +124,7 @@ class TPDecoder:
             d = (F.silu(g) * u) @ p["down"]
             comm.all_reduce(d)
             x = x + d
-        local = _rms(x, self.norm) @ self.head
+        local = _rms(x, self.w.norm) @ self.w.head
         comm.all_gather(self.logits.view(-1), local.reshape(-1))
         self.tok.copy_(self.logits.permute(1, 0, 2).reshape(b, -1).argmax(-1))
         self.pos.add_(1)
