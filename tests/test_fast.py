@@ -182,6 +182,8 @@ def _cpu_staging(graphs: GraphCache, ll: object = None) -> object:
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
     st.graphs, st.ll, st.calls = graphs, ll, 0
     st.dev, st.last_sid = torch.device("cpu"), None   # streams need CUDA
+    st.moving, st.through_fixed = {}, 0
+    st.fixed = torch.empty(getattr(ll, "ll_bytes", 16), dtype=torch.uint8)
     return st
 
 
@@ -472,6 +474,16 @@ def test_symm_gpu() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpus() < 2, reason="needs 2+ GPUs")
+def test_all_reduce_paths_agree_across_ranks_and_with_graph_replays_gpu() -> None:
+    """Every GPU all-reduce path leaves the same bits on every rank; captured and replayed
+    on fresh inputs, the bits of an eager call."""
+    from conftest import run_torchrun
+    out = run_torchrun(gpus(), "agree_worker.py", timeout=600)
+    assert out.count("AGREE OK") == gpus(), out[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ GPUs")
 def test_fast_paths_gpu() -> None:
     """sdma and symm against NCCL on every GPU of this node."""
     out = run_mpi(gpus(), "fast_worker.py", "--big", "64MiB", timeout=900)
@@ -526,3 +538,34 @@ def test_symmetric_rendezvous_counts_are_compared_first() -> None:
         turns(0, 0, 0.2).before("g_alone", 0, [0, 1])
     unchecked = RendezvousTurns()            # no mcr session: nothing to compare with
     unchecked.before("g_none", 0, [0, 1])
+
+
+def test_symm_sizes_whose_addresses_keep_moving_share_one_graph(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Low-latency all-reduces of one size at ever other addresses (HF decode allocates each
+    step): after MOVING captures at that size, calls whose address has no graph go through the
+    group's fixed buffer, whose one graph serves them all; results stay right, captures stay
+    bounded per size, and the summary says how many calls went that way."""
+    from mcr.backends.symm.backend import MOVING
+    from mcr.config import Config
+    be = SymmBackend.__new__(SymmBackend)
+    be.cfg = Config(symm_max_bytes=1 << 20)
+    ll = _LLStandin(4096)
+    cache, _ = _standin_graphs(monkeypatch, capacity=64)
+    st = _cpu_staging(cache, ll)
+    monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
+    monkeypatch.setattr("mcr.backends.symm.backend.stream_of", lambda sid: None)
+    be.ops = _SymmKernelsStandin(st.buf)
+    be._copy_in_kernel, be._groups = True, {3: st}
+    g = SimpleNamespace(id=3, size=2)
+    moving = [torch.empty(1000, dtype=torch.bfloat16) for _ in range(16)]   # 16 addresses
+    still = torch.empty(7, dtype=torch.float32)      # and a size whose address stays put
+    for i in range(200):
+        for x in (moving[(i * 7) % 16], still):
+            x.copy_(torch.arange(x.numel(), dtype=x.dtype) + i % 5)
+            want = x * 2
+            be.all_reduce(x, tdist.ReduceOp.SUM, g, sync=True)
+            assert torch.equal(x, want), (i, x.numel())
+    assert st.moving[(2000, torch.bfloat16, False)] == MOVING
+    assert cache.captures == MOVING + 1 + 1    # 1000 elements: MOVING + the fixed buffer's; 7: 1
+    assert st.through_fixed > 100 and "through a fixed buffer" in be.summary_lines()[0]
