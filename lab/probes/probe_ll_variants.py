@@ -1,0 +1,181 @@
+"""symm's low-latency all-reduce kernel, variants side by side, against NCCL; then mcr.comm's
+eager paths (replayed graph, fixed buffer) against NCCL's eager call.
+
+Variants: v0 (the kernel before 2026-11-27: the block's call number read by one thread, then a
+block barrier, then the data), v1 (every thread reads the number beside its data; the barrier
+moved to the end) with 512, 256 and 128 threads a block. Per size: GPU us per call inside a
+CUDA graph of 50 back-to-back calls (events around replays; slowest rank; median of rounds in
+rotated order), each variant's result against NCCL's (bf16 rounding), ranks' bits equal.
+
+    torchrun --standalone --nproc_per_node=N -m lab.probes.probe_ll_variants
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as tdist
+
+from mcr.backends.cuda.symm_mem import rendezvous, symm_empty
+from mcr.backends.symm import ll as LL
+
+HERE = Path(__file__).resolve().parent
+SIZES = [2 << 10, 8 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
+CALLS, ROUNDS = 50, 7
+
+
+def slowest(x: float) -> float:
+    """The largest value over the ranks."""
+    t = torch.tensor([x], dtype=torch.float64, device="cuda")
+    tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
+    return float(t[0])
+
+
+class Variant:
+    """One compiled kernel with its own receive regions and call numbers."""
+
+    def __init__(self, name: str, src: str, threads: int, rank: int, world: int) -> None:
+        import cupy
+        self.cp, self.name, self.threads = cupy, name, threads
+        mod = cupy.RawModule(code=src, options=("--std=c++17", f"-DLL_THREADS={threads}"))
+        self.kernel = mod.get_function("mcr_ll_bf16")
+        cap = (1 << 20) // 8
+        buf = symm_empty(LL.region_bytes(1 << 20, world), torch.device("cuda"))
+        buf.zero_()
+        torch.cuda.synchronize()
+        hdl = rendezvous(buf, tdist.group.WORLD)
+        self.buf, self.cap, self.rank, self.world = buf, cap, rank, world
+        self.regions = torch.tensor(list(hdl.buffer_ptrs), dtype=torch.int64, device="cuda")
+        self.seqs = torch.zeros(64, dtype=torch.int32, device="cuda")
+
+    def __call__(self, t: torch.Tensor) -> None:
+        cp, n = self.cp, t.nbytes
+        words = -(-n // 8)
+        grid = max(1, min(64, -(-words // self.threads)))
+        with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            self.kernel((grid,), (self.threads,),
+                        (cp.int32(0), cp.int32(0), cp.uint64(t.data_ptr()),
+                         cp.uint64(t.data_ptr()), cp.uint64(n),
+                         cp.uint64(self.regions.data_ptr()), cp.int32(self.rank),
+                         cp.int32(self.world), cp.uint64(self.seqs.data_ptr()),
+                         cp.uint64(self.cap), cp.int32(0), cp.uint64(60 * 10**9)))
+
+
+def graph_us(fn: object, x: torch.Tensor) -> torch.cuda.CUDAGraph:
+    """A graph of CALLS calls of fn on x."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(CALLS):
+            fn(x)
+    return g
+
+
+def time_graph(g: torch.cuda.CUDAGraph) -> float:
+    """GPU us per call of one replay, slowest rank."""
+    torch.cuda.synchronize()
+    tdist.barrier()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)
+    s.record()
+    g.replay()
+    e.record()
+    torch.cuda.synchronize()
+    return slowest(s.elapsed_time(e) * 1e3 / CALLS)
+
+
+def host_us(fn: object, reps: int = 200) -> float:
+    """us per eager call, back to back (host-bound), slowest rank."""
+    torch.cuda.synchronize()
+    tdist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return slowest((time.perf_counter() - t0) * 1e6 / reps)
+
+
+def kernels(rank: int, world: int) -> None:
+    """Graph-replayed GPU time per call of each variant and NCCL, and their results."""
+    new = (HERE.parent.parent / "mcr" / "backends" / "symm" / "ll.cu").read_text()
+    old = (HERE / "ll_v0.cu").read_text()
+    vs = [Variant("v0-512", old, 512, rank, world)] + \
+        [Variant(f"v1-{t}", new, t, rank, world) for t in (512, 256, 128)]
+    names = ["nccl"] + [v.name for v in vs]
+    fns = [lambda t: tdist.all_reduce(t)] + vs
+    if rank == 0:
+        print("GPU us per all-reduce in a graph of 50 (bf16), slowest rank, median of "
+              f"{ROUNDS} rounds [min-max]", flush=True)
+    for n in SIZES:
+        x = torch.randn(n // 2, device="cuda").bfloat16()
+        for name, fn in zip(names, fns):          # results first: each against NCCL
+            ref = x.clone()
+            tdist.all_reduce(ref)
+            y = x.clone()
+            fn(y)
+            torch.cuda.synchronize()
+            err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
+            every = [torch.empty_like(y) for _ in range(world)]
+            tdist.all_gather(every, y)
+            agree = all(torch.equal(e.view(torch.int16), y.view(torch.int16)) for e in every)
+            if err > 1e-2 or not agree:
+                raise AssertionError(f"{name} n={n}: error {err:.2e}, ranks agree {agree}")
+        graphs = [graph_us(fn, x.clone()) for fn in fns]
+        us: list[list[float]] = [[] for _ in fns]
+        for r in range(ROUNDS):
+            for k in range(len(fns)):
+                i = (k + r) % len(fns)
+                us[i].append(time_graph(graphs[i]))
+        if rank == 0:
+            print(f"{n:>8} B  " + "  ".join(
+                f"{nm} {statistics.median(u):6.2f} [{min(u):.2f}-{max(u):.2f}]"
+                for nm, u in zip(names, us)), flush=True)
+        del graphs
+
+
+def eager(rank: int) -> None:
+    """mcr.comm's eager all-reduce (replayed graph; moving addresses through the fixed
+    buffer) against NCCL's eager call, us per call on the host."""
+    import mcr.comm as dist
+    dist.init_distributed(verbose=False)
+    if rank == 0:
+        print("eager us per call (host-bound, 200 back to back), slowest rank", flush=True)
+    for n in (8 << 10, 64 << 10):
+        x = torch.randn(n // 2, device="cuda").bfloat16()
+        pool = [x.clone() for _ in range(16)]
+        it = iter(range(10**9))
+        rows = {
+            "nccl": host_us(lambda: tdist.all_reduce(x)),
+            "mcr same address": host_us(lambda: dist.all_reduce(x)),
+            "mcr moving addresses": host_us(lambda: dist.all_reduce(pool[next(it) % 16])),
+        }
+        if rank == 0:
+            print(f"{n:>8} B  " + "  ".join(f"{k} {v:.1f}" for k, v in rows.items()),
+                  flush=True)
+    if rank == 0:
+        for r in dist.log_summary(return_dict=True):
+            if r["kind"] == "note":
+                print(r["text"], flush=True)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    """Both parts."""
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    tdist.init_process_group("cpu:gloo,cuda:nccl")
+    rank, world = tdist.get_rank(), tdist.get_world_size()
+    kernels(rank, world)
+    eager(rank)
+
+
+if __name__ == "__main__":
+    main()
