@@ -99,7 +99,9 @@ class TPDecoder:
         self.pos.fill_(self.prompt)
 
     def _rope(self, x: torch.Tensor) -> torch.Tensor:
-        cos, sin = self.cos[self.pos], self.sin[self.pos]
+        # index_select, not [pos]: a 0-d index tensor is read on the host, which a graph forbids.
+        at = self.pos.view(1)
+        cos, sin = self.cos.index_select(0, at), self.sin.index_select(0, at)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
 

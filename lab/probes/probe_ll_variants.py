@@ -1,13 +1,13 @@
 """symm's low-latency all-reduce kernel, variants side by side, against NCCL; then mcr.comm's
 eager paths (replayed graph, fixed buffer) against NCCL's eager call.
 
-Variants: v0 (the kernel before 2026-11-27: the block's call number read by one thread, then a
-block barrier, then the data), v1 (every thread reads the number beside its data; the barrier
+Variants: v0 (mcr's kernel: the block's call number read by one thread, then a block barrier,
+then the data), v1 (every thread reads the number beside its data; the barrier
 moved to the end) with 512, 256 and 128 threads a block. Per size: GPU us per call inside a
 CUDA graph of 50 back-to-back calls (events around replays; slowest rank; median of rounds in
 rotated order), each variant's result against NCCL's (bf16 rounding), ranks' bits equal.
 
-    torchrun --standalone --nproc_per_node=N -m lab.probes.probe_ll_variants
+    [PARTS="kernels eager"] torchrun --standalone --nproc_per_node=N -m lab.probes.probe_ll_variants
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def host_us(fn: object, reps: int = 200) -> float:
 
 def kernels(rank: int, world: int) -> None:
     """Graph-replayed GPU time per call of each variant and NCCL, and their results."""
-    new = (HERE.parent.parent / "mcr" / "backends" / "symm" / "ll.cu").read_text()
+    new = (HERE / "ll_v1.cu").read_text()
     old = (HERE / "ll_v0.cu").read_text()
     vs = [Variant("v0-512", old, 512, rank, world)] + \
         [Variant(f"v1-{t}", new, t, rank, world) for t in (512, 256, 128)]
@@ -173,8 +173,11 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     tdist.init_process_group("cpu:gloo,cuda:nccl")
     rank, world = tdist.get_rank(), tdist.get_world_size()
-    kernels(rank, world)
-    eager(rank)
+    parts = os.environ.get("PARTS", "kernels eager").split()
+    if "kernels" in parts:
+        kernels(rank, world)
+    if "eager" in parts:
+        eager(rank)
 
 
 if __name__ == "__main__":

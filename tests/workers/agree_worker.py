@@ -32,7 +32,7 @@ def fresh(numel: int, dtype: torch.dtype) -> torch.Tensor:
 
 def agree(what: str, t: torch.Tensor) -> None:
     """Every rank's t has the same bits (gathered over NCCL, compared as integers)."""
-    bits = t.reshape(-1).view(torch.int16 if t.element_size() == 2 else torch.int32)
+    bits = t.reshape(-1).view(torch.uint8)     # NCCL gathers bytes of any dtype
     every = torch.empty(N * bits.numel(), dtype=bits.dtype, device=DEV)
     tdist.all_gather_into_tensor(every, bits.contiguous())
     rows = every.view(N, -1)

@@ -10,8 +10,8 @@
 // (so every op here has every rank send to and receive from every peer: in a broadcast, where
 // only the root has data, every other rank sends each peer one token line per block).
 //
-// Word i of a block is always handled by block (i / LL_THREADS) % 64 of the grid, whatever the
-// call's size or op, so each line is written with one block's counter, whose numbers only grow.
+// Word i of a block is always handled by block (i / 512) % 64 of the grid, whatever the call's
+// size or op, so each line is written with one block's counter, whose numbers only grow.
 //
 // Every rank sums the ranks' values in rank order in fp32, so all ranks hold the same bits.
 
@@ -108,18 +108,6 @@ template <bool BF16> struct Acc {
 
 enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2, BROADCAST = 3 };
 
-#ifndef LL_THREADS
-#define LL_THREADS 512   // symm/ll.py's THREADS: the word-to-block mapping depends on it
-#endif
-
-// The block's counter moves on once every thread of the block has read it (they read it at
-// their start; the barrier is at the end, where it costs nothing: the block ends with its last
-// thread anyway).
-__device__ __forceinline__ void advance(u32* seqs, u32 seq) {
-  __syncthreads();
-  if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
-}
-
 // Broadcast of n bytes from root, in place (src == dst). The root pushes its lines to every
 // peer; every other rank pushes one token line per block (at the block's first word, in its
 // own slot) to every peer and waits for the tokens of the others: without them the root would
@@ -163,9 +151,10 @@ template <bool BF16>
 __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 n,
                                         const u64* regions, int rank, int world, u32* seqs,
                                         u64 cap, int avg, u64 timeout_ns) {
-  // Every thread reads the block's counter itself (one broadcast load), at the same time as its
-  // data: a shared copy would put a load and a block barrier before the first push.
-  const u32 seq = *reinterpret_cast<volatile u32*>(seqs + blockIdx.x) + 1;
+  __shared__ u32 s_seq;
+  if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
+  __syncthreads();
+  const u32 seq = s_seq;
   const unsigned char* in = reinterpret_cast<const unsigned char*>(src);
   unsigned char* out = reinterpret_cast<unsigned char*>(dst);
   const u64 nwords = (n + 7) / 8;
@@ -175,7 +164,7 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
   if (op == BROADCAST) {
     ll_broadcast(root, out, n, nwords, regions, rank, world, cap, area, seq, first, stride,
                  timeout_ns);
-    advance(seqs, seq);
+    if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
     return;
   }
   for (u64 i = first; i < nwords; i += stride) {
@@ -206,17 +195,17 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
     }
     store_word(out, i, n, acc.get(avg, world));
   }
-  advance(seqs, seq);
+  if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
 }
 
 // The fp32 form also serves all-gathers and broadcasts of any dtype: they move bytes only.
-extern "C" __global__ void __launch_bounds__(LL_THREADS)
+extern "C" __global__ void __launch_bounds__(512)
 mcr_ll_f32(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
            u32* seqs, u64 cap, int avg, u64 timeout_ns) {
   ll_call<false>(op, root, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
 }
 
-extern "C" __global__ void __launch_bounds__(LL_THREADS)
+extern "C" __global__ void __launch_bounds__(512)
 mcr_ll_bf16(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
             u32* seqs, u64 cap, int avg, u64 timeout_ns) {
   ll_call<true>(op, root, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);

@@ -36,7 +36,7 @@ def _build() -> tuple[dict[torch.dtype, Any] | None, str | None]:
     try:
         import cupy
         src = Path(__file__).with_name("ll.cu").read_text()
-        mod = cupy.RawModule(code=src, options=("--std=c++17", f"-DLL_THREADS={THREADS}"))
+        mod = cupy.RawModule(code=src, options=("--std=c++17",))
         return {dt: mod.get_function(name) for dt, name in _KERNELS.items()}, None
     except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels
         return None, f"the low-latency kernel is unavailable ({type(e).__name__}: {e})"
