@@ -42,7 +42,7 @@ GC = GcClock()
 # one-/two-shot all-reduce) and device copies (mcr's copy-engine pushes are peer memcpys; local
 # copies of the same kind are counted with them).
 _COMM_WORDS = ("nccl", "memcpy ptop", "memcpy dtod", "barrier", "one_shot", "two_shot",
-               "symm", "multimem")
+               "symm", "multimem", "mcr_ll")
 
 
 def profile_breakdown(prof: Any, wall_us: float, steps: int) -> dict[str, Any]:

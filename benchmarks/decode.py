@@ -37,7 +37,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
-from benchmarks.common import median_interval, sync
+from benchmarks.common import median_interval, profile_breakdown, sync
 from benchmarks.tp_model import SHAPES, Comm, TPDecoder, Weights
 from mcr.measure.turns import turn_orders
 
@@ -123,6 +123,27 @@ def measure(runners: dict[str, Runner], pairs: int, steps: int,
     return ms
 
 
+def breakdowns(runners: dict[str, Runner], steps: int, device: torch.device
+               ) -> dict[str, dict[str, Any]]:
+    """Per configuration, from torch.profiler over `steps` decode steps: ms per token of GPU
+    compute, communication, communication not under compute, GPU idle."""
+    from torch.profiler import ProfilerActivity, profile
+    out = {}
+    for name, r in runners.items():
+        r.model.reset()
+        sync(device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                r.step()
+            sync(device)
+            wall_us = (time.perf_counter() - t0) * 1e6
+        b = profile_breakdown(prof, wall_us, steps)
+        out[name] = {k: v for k, v in b.items() if k in ("wall_ms", "compute_ms", "comm_ms",
+                                                           "comm_exposed_ms", "gpu_idle_ms")}
+    return out
+
+
 def summarize(ms: dict[str, list[float]], tokens: dict[str, list]) -> dict[str, Any]:
     """Medians, mcr's pair ratios over plain with the median's interval, the captured share."""
     row: dict[str, Any] = {f"{n}_ms": statistics.median(v) for n, v in ms.items()}
@@ -161,6 +182,8 @@ def run_torch(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
                       if c in runners}
             row = summarize(measure(runners, args.pairs, args.steps, device), tokens)
             row.update(impl="torch", shape=args.shape, batch=batch, mode=mode)
+            if args.profile_steps and device.type == "cuda":
+                row["breakdown"] = breakdowns(runners, args.profile_steps, device)
             rows.append(row)
             say(row)
             del runners
@@ -181,6 +204,10 @@ def say(row: dict[str, Any]) -> None:
     if "tokens_equal" in row:
         parts.append("tokens equal" if row["tokens_equal"] else
                      f"tokens differ from step {row['first_differing_step']}")
+    for c, b in row.get("breakdown", {}).items():
+        if c != "floor" and b["wall_ms"] > 0:
+            parts.append(f"{c} comm {b['comm_ms']:.3f} ms ({100 * b['comm_ms'] / b['wall_ms']:.0f}%"
+                         f", exposed {b['comm_exposed_ms']:.3f})")
     if "logits_equal" in row:
         parts.append("logits bit-identical" if row["logits_equal"] else "logits differ")
     print(" ".join(parts), flush=True)
@@ -226,6 +253,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=32, help="decode steps per block")
     ap.add_argument("--prompt", type=int, default=128, help="tokens already in the KV cache")
     ap.add_argument("--check-steps", type=int, default=16, help="greedy tokens compared")
+    ap.add_argument("--profile-steps", type=int, default=8,
+                    help="steps per configuration under torch.profiler (GPU only; 0: none)")
     ap.add_argument("--out", default="", help="folder for the JSON and the plot (rank 0)")
     args = ap.parse_args()
     args.batch = [int(b) for b in args.batch.split(",")]

@@ -34,8 +34,7 @@ class Comm:
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    var = x.float().pow(2).mean(-1, keepdim=True)
-    return (x.float() * torch.rsqrt(var + 1e-5)).to(x.dtype) * w
+    return F.rms_norm(x, (x.shape[-1],), w, 1e-5)
 
 
 class Weights:
@@ -85,7 +84,7 @@ class TPDecoder:
                                         device=device).to(dtype) for _ in "kv")
                       for _ in wts.layers]
         inv = 1.0 / 10000 ** (torch.arange(0, self.hd, 2, dtype=torch.float32) / self.hd)
-        ang = torch.outer(torch.arange(t, dtype=torch.float32), inv)
+        ang = torch.outer(torch.arange(t, dtype=torch.float32), inv).repeat(1, 2)
         self.cos, self.sin = ang.cos().to(device, dtype), ang.sin().to(device, dtype)
         self.positions = torch.arange(t, device=device)
         # Static inputs and outputs of a step (a CUDA graph replays on these addresses).
@@ -98,28 +97,28 @@ class TPDecoder:
         self.tok.fill_(first_token)
         self.pos.fill_(self.prompt)
 
-    def _rope(self, x: torch.Tensor) -> torch.Tensor:
-        # index_select, not [pos]: a 0-d index tensor is read on the host, which a graph forbids.
-        at = self.pos.view(1)
-        cos, sin = self.cos.index_select(0, at), self.sin.index_select(0, at)
-        a, b = x[..., 0::2], x[..., 1::2]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), -1).flatten(-2)
-
     def step(self, comm: Comm) -> None:
         """One decode step in place: next token into self.tok, position advanced. Only tensor
-        ops on static tensors: capturable in a CUDA graph."""
-        b, hd = self.batch, self.hd
+        ops on static tensors, few of them (as a serving engine's fused kernels would be):
+        capturable in a CUDA graph, and the floor is the model's, not Python's."""
+        b, hd, hl, kvl = self.batch, self.hd, self.hl, self.kvl
         x = self.w.embed[self.tok]
-        mask = (self.positions <= self.pos).view(1, 1, 1, -1)
+        # Per step, not per layer: the rotation at this position (index_select, not [pos]: a
+        # 0-d index is read on the host, which a graph forbids) and the additive causal mask.
+        at = self.pos.view(1)
+        cos, sin = self.cos.index_select(0, at), self.sin.index_select(0, at)
+        mask = torch.where(self.positions <= self.pos, 0.0, float("-inf")).to(x.dtype)
         for p, (kc, vc) in zip(self.w.layers, self.cache):
             qkv = _rms(x, p["n1"]) @ p["qkv"]
-            q, k, v = qkv.split([self.hl * hd, self.kvl * hd, self.kvl * hd], -1)
-            q = self._rope(q.view(b, self.hl, hd))
-            kc.index_copy_(2, self.pos.view(1), self._rope(k.view(b, self.kvl, hd)).unsqueeze(2))
-            vc.index_copy_(2, self.pos.view(1), v.view(b, self.kvl, 1, hd))
-            a = F.scaled_dot_product_attention(q.unsqueeze(2), kc, vc, attn_mask=mask,
-                                               enable_gqa=True)
-            o = a.reshape(b, self.hl * hd) @ p["o"]
+            qk = qkv[:, :(hl + kvl) * hd].view(b, hl + kvl, hd)
+            x1, x2 = qk[..., :hd // 2], qk[..., hd // 2:]
+            qk = qk * cos + torch.cat((-x2, x1), -1) * sin      # rotary, queries and keys at once
+            kc.index_copy_(2, at, qk[:, hl:].unsqueeze(2))
+            vc.index_copy_(2, at, qkv[:, (hl + kvl) * hd:].view(b, kvl, 1, hd))
+            q = qk[:, :hl].view(b, kvl, hl // kvl, hd)          # grouped by their KV head
+            s = (q @ kc.transpose(-1, -2)) * hd ** -0.5 + mask
+            a = torch.softmax(s.float(), -1).to(x.dtype) @ vc
+            o = a.reshape(b, hl * hd) @ p["o"]
             comm.all_reduce(o)
             x = x + o
             g, u = (_rms(x, p["n2"]) @ p["gu"]).split(self.fl, -1)

@@ -151,3 +151,27 @@ def test_top_level_is_as_designed():
     assert want <= have, f"missing at the top: {sorted(want - have)}"
     stray = {n for n in have - want if (ROOT / n).is_dir()} - {"build", "dist", "mcr.egg-info"}
     assert not stray, f"folders at the top the design does not name: {sorted(stray)}"
+
+
+def test_a_checkout_finds_its_tables_and_tuner_past_leftovers(tmp_path):
+    """In a checkout, mcr.tuner and the shipped tables come from the top-level folders, also
+    where a pull from the old layout left mcr/tuning_tables/ and mcr/tuner/ behind (untracked
+    files keep them): found there, every GPU job ran on defaults."""
+    import shutil
+    import subprocess
+    import sys
+    for name in ("mcr", "tuner", "tuning_tables"):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.png", "*.csv"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for stale in ("mcr/tuning_tables", "mcr/tuner/__pycache__"):
+        (tmp_path / stale).mkdir(parents=True)
+        (tmp_path / stale / "left.png").write_bytes(b"")
+    code = ("import mcr.runtime as r, mcr.tuner.cli as c; "
+            "print(r.TABLES_DIR); print(c.__file__); print(len(list(r.TABLES_DIR.glob('*.yaml'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin"},
+                         check=True).stdout.split()
+    assert out[0] == str(tmp_path / "tuning_tables")
+    assert out[1] == str(tmp_path / "tuner" / "cli.py")
+    assert int(out[2]) >= 2

@@ -94,7 +94,9 @@ def time_graph(g: torch.cuda.CUDAGraph) -> float:
 
 
 def host_us(fn: object, reps: int = 200) -> float:
-    """us per eager call, back to back (host-bound), slowest rank."""
+    """us per eager call, back to back (host-bound), slowest rank, after 50 untimed."""
+    for _ in range(50):
+        fn()
     torch.cuda.synchronize()
     tdist.barrier()
     t0 = time.perf_counter()
@@ -158,6 +160,14 @@ def eager(rank: int) -> None:
             "mcr same address": host_us(lambda: dist.all_reduce(x)),
             "mcr moving addresses": host_us(lambda: dist.all_reduce(pool[next(it) % 16])),
         }
+        from mcr import runtime
+        symm = runtime.get().backends["symm"]
+        saved = {g: st.graphs.capacity for g, st in symm._groups.items()}
+        for st in symm._groups.values():
+            st.graphs.capacity = 0          # every call launched directly
+        rows["mcr direct launch"] = host_us(lambda: dist.all_reduce(pool[next(it) % 16]))
+        for g, st in symm._groups.items():
+            st.graphs.capacity = saved[g]
         if rank == 0:
             print(f"{n:>8} B  " + "  ".join(f"{k} {v:.1f}" for k, v in rows.items()),
                   flush=True)
