@@ -1,4 +1,5 @@
-"""The few CUDA driver calls the copy-engine backend issues per call, through ctypes on libcuda.
+"""The few CUDA driver calls mcr issues per call (the copy engine's copies and memory operations,
+the low-latency kernel's launches), through ctypes on libcuda.
 
 Why not cuda-bindings here: its batch-memop parameters are Python union objects rebuilt on every
 call (microseconds each); a prebuilt ctypes array is reused as is, and the fixed cost per call is
@@ -39,6 +40,8 @@ class Driver:
         names = ["cuMemcpyAsync"] if copy == "unified" else \
             ["cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync"]
         self._memcpy = self._fn(names, [u64, u64, ctypes.c_size_t, vp])
+        self._launch = self._fn(["cuLaunchKernel"], [vp, u32, u32, u32, u32, u32, u32, u32, vp,
+                                                     vp, vp])
         self._errname = self.lib.cuGetErrorName
         self._errname.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
@@ -61,6 +64,12 @@ class Driver:
         """Async copy of nbytes between device addresses (peer-mapped ones go over NVLink)."""
         if nbytes:
             self._check(self._memcpy(dst, src, nbytes, stream), "cuMemcpyAsync")
+
+    def launch(self, func: int, grid: int, block: int, stream: int, params: int) -> None:
+        """Launch kernel `func` (a CUfunction) on stream with a prebuilt array of argument
+        pointers (the driver copies the values at the launch: the array may change after)."""
+        self._check(self._launch(func, grid, 1, 1, block, 1, 1, 0, stream, params, None),
+                    "cuLaunchKernel")
 
     def batch(self, stream: int, ops: MemOps) -> None:
         """Enqueue a prebuilt list of waits and writes, executed in order."""

@@ -48,8 +48,9 @@ def _align(x: int) -> int:
 # kernel that copies the input in itself, staged (copy in, then a one- or two-shot kernel), or
 # padded to 16 bytes.
 _LL, _COPY_IN, _STAGED, _PADDED = 3, 0, 1, 2
-# Graphs captured for one size of low-latency all-reduce (at different addresses) before its
-# calls go through the group's fixed buffer instead: one graph for all its addresses.
+# Graphs captured for one size of low-latency all-reduce (at different addresses) before calls
+# of that size at addresses with no graph are launched directly instead of captured: a capture
+# costs ~150 us of host time and evicts graphs that do repeat (HF decode allocates every step).
 MOVING = 4
 
 
@@ -79,10 +80,9 @@ class _Staging:
         self.graphs = GraphCache(int(cfg.symm_graphs), self.dev)
         self.last_sid: StreamId | None = None   # the stream of the group's last call
         # Captures per (bytes, dtype, avg) of low-latency all-reduces; from MOVING on, calls of
-        # that size go through `fixed` (addresses that keep changing: one graph serves them).
+        # that size whose address has no graph are launched directly (counted in unrepeated).
         self.moving: dict[tuple, int] = {}
-        self.fixed = torch.empty(ll_bytes or 16, dtype=torch.uint8, device=self.dev)
-        self.through_fixed = 0
+        self.unrepeated = 0
 
     def retire_ll(self) -> None:
         """Leave the low-latency kernel for good (its call numbers would come round): every
@@ -195,9 +195,9 @@ class SymmBackend(Backend):
         return [f"symm, group {gid}: {st.graphs.note()}; "
                 + (f"calls to {st.ll.ll_bytes} bytes on mcr's low-latency kernel" if st.ll
                    else f"torch's kernels only: {st.why_not_ll}")
-                + (f"; {st.through_fixed} calls through a fixed buffer (their addresses kept "
+                + (f"; {st.unrepeated} calls launched without capture (their addresses kept "
                    f"changing: {sum(v >= MOVING for v in st.moving.values())} sizes)"
-                   if st.through_fixed else "")
+                   if st.unrepeated else "")
                 for gid, st in sorted(self._groups.items())]
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
@@ -212,7 +212,9 @@ class SymmBackend(Backend):
             if not st.graphs.replay(gkey):
                 plan = self._plan_for(st, t, g.size)
                 if plan[0] == _LL and st.moving.get((t.nbytes, t.dtype, avg), 0) >= MOVING:
-                    self._through_fixed(st, t, avg, sid)
+                    # Addresses of this size keep changing: launched directly, no capture.
+                    self._issue(st, t, plan, avg, g.size)
+                    st.unrepeated += 1
                 else:
                     before = st.graphs.captures
                     st.graphs.run(gkey, lambda m: self._issue(st, t, plan, avg, g.size),
@@ -223,21 +225,6 @@ class SymmBackend(Backend):
         else:
             self._issue(st, t, self._plan_for(st, t, g.size), avg, g.size)
         return None if sync else self._stream_work("all_reduce", t.nbytes, g)
-
-    def _through_fixed(self, st: _Staging, t: torch.Tensor, avg: bool, sid: StreamId) -> None:
-        """All-reduce t by way of the group's fixed buffer: copied in, the call on the buffer
-        (one captured graph per size, whatever t's address), copied out. For sizes whose
-        tensors kept arriving at new addresses (HF decode allocates every step): a capture per
-        address costs ~150 us of host time and evicts the graphs that do repeat."""
-        n = t.nbytes
-        fixed = st.fixed[:n].view(t.dtype)
-        flat = t.view(-1)
-        fixed.copy_(flat)
-        st.graphs.run(("fixed", n, t.dtype, avg),
-                      lambda m: st.ll.issue(LL.ALL_REDUCE, fixed, fixed, n, avg),
-                      lambda: stream_of(sid))
-        flat.copy_(fixed)
-        st.through_fixed += 1
 
     def _enter(self, g: Group) -> tuple[_Staging, StreamId]:
         """The group's state (made at its first call, collectively), this call counted, and
