@@ -75,9 +75,17 @@ class Backend:
         if key.graph and not self.capturable:
             return f"{self.name} cannot run inside CUDA graph capture (its work is not " \
                    "stream-ordered GPU work)"
+        if key.graph and not self.ready(group):
+            return f"{self.name} sets up a group's buffers at its first call on it (collectives " \
+                   "and host synchronizations, which CUDA graph capture forbids)"
         if key.redop is not None and not self.native_premul and is_premul(key.redop):
             key = key._replace(redop=tdist.ReduceOp.SUM)
         return self.decline_key(key)
+
+    def ready(self, group: Group) -> bool:
+        """Whether a call on group needs no setup first (backends that set up per-group
+        buffers at a group's first call say False until then)."""
+        return True
 
     def same_as(self, key: CallKey) -> str | None:
         """The name of a backend that does exactly what this one would for this call (the

@@ -74,6 +74,10 @@ class NcclCeBackend(Backend):
             return "nccl_ce serves equal-split all-to-all only"
         return None
 
+    def ready(self, group: Group) -> bool:
+        """Whether the group's buffers exist (made at its first call, outside capture)."""
+        return group.id in self._groups
+
     def bind(self, spec: Spec) -> Any:
         """A second NCCL communicator of the ranks with the zero-CTA policy, one node only
         (every rank that builds the group creates it, as torch requires)."""

@@ -101,6 +101,10 @@ class SdmaBackend(Backend):
                 return "mori all-to-all moves 32-bit words: bytes per rank must divide by 4"
         return None
 
+    def ready(self, group: Group) -> bool:
+        """Whether the group's buffers exist (made at its first call, outside capture)."""
+        return group.id in self._groups
+
     def bind(self, spec: Spec) -> Any:
         """The group's NCCL group (symmetric-memory rendezvous runs over it), one node only."""
         return self._bind_one_node(spec, spec.handles.get("nccl"))

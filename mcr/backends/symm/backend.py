@@ -166,6 +166,10 @@ class SymmBackend(Backend):
                     f"(MCR_SYMM_MAX_BYTES={int(self.cfg.symm_max_bytes)})")
         return None
 
+    def ready(self, group: Group) -> bool:
+        """Whether the group's buffers exist (made at its first call, outside capture)."""
+        return group.id in self._groups
+
     def bind(self, spec: Spec) -> Any:
         """The group's NCCL group (symmetric-memory rendezvous runs over it), one node only."""
         return self._bind_one_node(spec, spec.handles.get("nccl"))

@@ -93,7 +93,8 @@ class LLGroup:
         # Launched through the driver with the arguments kept in ctypes objects: a call sets
         # the five that change. CuPy's own launch converts all twelve anew, ~45 us of host time
         # a call on the H200 hosts, as much as NCCL's whole call.
-        self.functions = {dt: f.ptr for dt, f in _build()[0].items()}
+        # CuPy 13+ hands a RawKernel whose compiled Function (with the CUfunction) is .kernel.
+        self.functions = {dt: getattr(f, "kernel", f).ptr for dt, f in _build()[0].items()}
         self.driver = Driver()
         i32, u64 = ctypes.c_int32, ctypes.c_uint64
         self.args = (i32(), i32(), u64(), u64(), u64(), u64(self.regions.data_ptr()),
