@@ -3,7 +3,8 @@
 #   bash run.sh        set up .venv, then the main job: an OSU-style sweep through the dispatcher
 #                      (2 local CPU ranks mixing Gloo and MPI; on a GPU machine, every GPU with
 #                      NCCL and MPI), printing which backend served each size.
-#   bash run.sh test   set up .venv, then ruff and the whole test suite (what CI runs).
+#   bash run.sh test   set up .venv, then ruff and the quick tier of the tests (a few minutes).
+#   bash run.sh test all   the same with every test (what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -25,7 +26,8 @@ PY=$PWD/.venv/bin/python
 export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
 if [ "${1:-}" = "test" ]; then
   ruff check .
-  exec "$PY" -m pytest -q "${@:2}"
+  if [ "${2:-}" = "all" ]; then exec "$PY" -m pytest -q "${@:3}"; fi
+  exec "$PY" -m pytest -q -m quick "${@:2}"
 fi
 GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
 if [ "$GPUS" -ge 2 ]; then N=$GPUS DEV=cuda BACKENDS=auto,nccl,mpi DT=bfloat16; MAX=256MiB

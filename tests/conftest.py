@@ -1,4 +1,6 @@
-"""Launch helpers: run a worker script under mpiexec or torchrun and collect its output."""
+"""Launch helpers (a worker script under mpiexec or torchrun, its output collected), and the
+quick tier: `bash run.sh test` runs the tests marked `quick` (the unit tests and the core
+multi-process checks, a few minutes on 2 cores); `bash run.sh test all` runs every test."""
 
 from __future__ import annotations
 
@@ -86,6 +88,46 @@ def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool
     if check and p.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {p.returncode}:\n{out[-8000:]}")
     return out
+
+
+# Modules of in-process tests (and a few short multi-process ones): all of them are quick.
+QUICK_MODULES = ("test_tables", "test_fast", "test_symm_ll_model", "test_measure", "test_ops",
+                 "test_decide", "test_layout", "test_docs")
+# From the multi-process modules, the core checks: each library and launcher once, mixing by a
+# table, the errors that must never be silent, each integration once.
+QUICK_TESTS = (
+    "test_api.py::test_random_mixed_gloo_mpi_2000_ops[2]",
+    "test_api.py::test_same_results_as_torch_distributed_for_every_shape_and_dtype[mpi-2-extra0-0]",
+    "test_api.py::test_same_results_as_torch_distributed_for_every_shape_and_dtype[torchrun-2-extra4-0]",
+    "test_api.py::test_torchrun_launch_gloo_only",
+    "test_errors.py::test_ranks_disagreeing_on_a_call_get_an_error_not_wrong_data_mpi",
+    "test_errors.py::test_ranks_disagreeing_on_a_call_get_an_error_not_an_abort_gloo",
+    "test_errors.py::test_missing_peer_times_out_naming_op_backend_bytes",
+    "test_errors.py::test_malformed_table_stops_every_rank",
+    "test_errors.py::test_local_bad_calls_raise_clearly",
+    "test_errors.py::test_bad_knob_value_is_refused_naming_what_is_allowed",
+    "test_errors.py::test_mcr_check_catches_cross_rank_size_and_dtype_mismatch",
+    "test_errors.py::test_an_uncaught_exception_under_mpirun_aborts_the_job[mpi]",
+    "test_hier.py::test_hier_torchrun",
+    "test_hier.py::test_local_size_errors",
+    "test_lanes.py::test_lanes_match_reference_and_leave_nothing_behind[2]",
+    "test_integrations.py::test_deepspeed_zero3_torchrun_gloo",
+    "test_integrations.py::test_deepspeed_zero3_mixed_gloo_mpi_table[False]",
+    "test_integrations.py::test_fsdp2_torchrun_gloo[extra0]",
+    "test_decode.py::test_decode_tiny_under_mpiexec_equals_plain[mixed]",
+    "test_fsdp_comm.py::test_fsdp_buffer_ring_reuses_only_dropped_buffers",
+    "test_tuner.py::test_bad_options_are_refused_before_starting",
+    "test_examples.py::test_tensor_parallel_example_matches_the_unsharded_mlp[mpirun]",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the quick tier (see QUICK_MODULES and QUICK_TESTS)."""
+    for item in items:
+        short = item.nodeid.split("/")[-1]
+        if item.module.__name__ in QUICK_MODULES or short in QUICK_TESTS or \
+                short.split("[")[0] in QUICK_TESTS:
+            item.add_marker(pytest.mark.quick)
 
 
 def gpus() -> int:

@@ -175,3 +175,16 @@ def test_a_checkout_finds_its_tables_and_tuner_past_leftovers(tmp_path):
     assert out[0] == str(tmp_path / "tuning_tables")
     assert out[1] == str(tmp_path / "tuner" / "cli.py")
     assert int(out[2]) >= 2
+
+
+def test_the_quick_tier_names_tests_that_exist():
+    """Every test conftest.QUICK_TESTS names is defined (a renamed test would drop out of the
+    quick tier without a word)."""
+    from conftest import QUICK_MODULES, QUICK_TESTS
+    for name in QUICK_MODULES:
+        assert (ROOT / "tests" / f"{name}.py").is_file(), name
+    for nodeid in QUICK_TESTS:
+        file, _, func = nodeid.partition("::")
+        tree = ast.parse((ROOT / "tests" / file).read_text())
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert func.split("[")[0] in names, f"QUICK_TESTS names {nodeid}, which is not a test"

@@ -1,0 +1,38 @@
+"""Every script in examples/ runs on 2 CPU ranks under torchrun and under mpirun, as the README
+shows it, and ends as it says it does."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT, run_mpi, run_torchrun
+
+EXAMPLES = ROOT / "examples"
+
+
+def _run(launcher: str, name: str) -> str:
+    env = {"DS_ACCELERATOR": "cpu"}
+    if launcher == "torchrun":
+        return run_torchrun(2, f"examples/{name}.py", env=env)
+    return run_mpi(2, str(EXAMPLES / f"{name}.py"), env=env)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_tensor_parallel_example_matches_the_unsharded_mlp(launcher):
+    out = _run(launcher, "tensor_parallel")
+    lib = "gloo" if launcher == "torchrun" else "mpi"
+    for batch in (1, 16, 64):
+        assert f"all-reduce on {lib}, matches the unsharded MLP" in out.split(f"batch {batch}:")[1]
+
+
+@pytest.mark.parametrize("name", ["fsdp2", "deepspeed_zero3"])
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_training_examples_train_through_mcr(launcher, name):
+    out = _run(launcher, name)
+    losses = [float(v) for v in re.findall(r"step \d: loss ([0-9.]+)", out)]
+    assert len(losses) == 5 and losses[-1] < losses[0], out[-2000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2), out[-2000:]
+    lib = "gloo" if launcher == "torchrun" else "mpi"
+    assert re.search(rf"all_gather\s+{lib}\s", out), out[-2000:]
