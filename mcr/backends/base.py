@@ -64,8 +64,10 @@ class Backend:
     def decline(self, key: CallKey, group: Group) -> str | None:
         """Why this backend cannot serve the call, or None if it can.
 
-        Must depend only on the key, the group and the process's static state, so that every
-        rank of the group decides the same and no rank waits on a library its peers skipped.
+        Must depend only on the key, the group and state every rank of the group reaches at
+        the same call (what the process has, the group's buffers once its first call made
+        them), so that every rank decides the same and no rank waits on a library its peers
+        skipped.
         """
         if self.name not in group.handles:
             return group.notes.get(self.name) or \
