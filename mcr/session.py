@@ -85,15 +85,33 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         for t in rt.tables.foreign(cls):   # said even when not verbose: never silently
             print(f"mcr: tuning table {t.path} was measured on {t.system.get('class')!r}, this "
                   f"machine is {cls!r}; its rules are in force (MCR_TUNING_TABLE)", flush=True)
+    if launch.rank == 0:
+        for line in _unusable_rules(rt, cuda):   # said even when not verbose: never silently
+            print(line, flush=True)
     if verbose and launch.rank == 0:
         avail = [n for n, b in rt.backends.items()
                  if not isinstance(b, backends_mod.Unavailable)]
-        how = "an MPI launcher" if launched_by_mpi() else \
-            {"env": "RANK/WORLD_SIZE (torchrun or the like)"}.get(launch.launcher, launch.launcher)
-        print(f"mcr: {launch.world_size} ranks via {how}; "
-              f"backends {avail}; "
-              f"tables: {rt.tables.describe(cls)}"
+        how = "mpirun" if launched_by_mpi() else \
+            {"env": "torchrun"}.get(launch.launcher, launch.launcher)
+        print(f"mcr: {launch.world_size} ranks ({how}); libraries {', '.join(avail)}; "
+              f"tables {rt.tables.names()}"
               + ("" if cfg.summary else "; MCR_SUMMARY=1 prints what it did at exit"), flush=True)
+
+
+def _unusable_rules(rt: runtime.Runtime, cuda: bool) -> list[str]:
+    """A line for each library the tables in force name that cannot run in this process (MPI
+    under torchrun, say): its calls go to the next choice, and the user should know why."""
+    out = []
+    for device in ("cuda", "cpu") if cuda else ("cpu",):
+        for name in sorted(rt.tables.backends_named(device)):
+            b = rt.backends.get(backends_mod.canonical(name))
+            if isinstance(b, backends_mod.Unavailable):
+                fix = " Launch with mpirun (or mpiexec) to use them." if b.name == "mpi" or \
+                    b.name.startswith("mpi_lanes") else ""
+                out.append(f"mcr: the tables send some {device} calls to {name}, which cannot "
+                           f"run here ({b.reason}); they go to the next choice (the default "
+                           f"library, {backends_mod.default_backend(device)}).{fix}")
+    return out
 
 
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,

@@ -16,6 +16,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import TableError
@@ -164,6 +165,15 @@ class TableSet:
                 if i is not None:
                     return rng.backends[i], rng.where[i]
         return None
+
+    def names(self) -> str:
+        """The files in force by name only (the start-up line); describe() gives paths."""
+        return ", ".join(Path(t.path).name for t in self.tables) or "none"
+
+    def backends_named(self, device: str) -> set[str]:
+        """Every library the rules in force name for tensors on `device`."""
+        return {b for (d, _, _), (_, sel) in self._index.items() if d == device
+                for rng in sel.values() for b in rng.backends}
 
     def covers(self, device: str, group: int | str | None) -> bool:
         """Whether any table has rules for this device and group (Table.rules' key)."""
