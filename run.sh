@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # mcr from a fresh clone.
 #   bash run.sh        set up .venv, then the main job: an OSU-style sweep through the dispatcher
-#                      (2 local CPU ranks mixing Gloo and MPI; on a GPU machine, every GPU with
-#                      NCCL and MPI), printing which backend served each size.
+#                      (2 local CPU ranks, Gloo and MPI; on a GPU machine, every GPU with NCCL
+#                      and MPI), printing which library served each size, then a verdict and a
+#                      picture (results/main_job/).
 #   bash run.sh test   set up .venv, then ruff and the quick tier of the tests (a few minutes).
 #   bash run.sh test all   the same with every test (what CI runs).
 set -euo pipefail
@@ -32,9 +33,13 @@ fi
 GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
 if [ "$GPUS" -ge 2 ]; then N=$GPUS DEV=cuda BACKENDS=auto,nccl,mpi DT=bfloat16; MAX=256MiB
 else N=2 DEV=cpu BACKENDS=auto,gloo,mpi DT=float32; MAX=16MiB; fi
+OUT=results/main_job; mkdir -p "$OUT"; rm -f "$OUT/osu.csv"
+echo "main job: $N ranks on $DEV, mcr's choice (auto) beside each library forced; every result checked (-c)"
 # --rounds 3 interleaves the backends within each size: run one after the other, the first
 # measured paid for the previous size's last (auto read 1.4-1.6x slower than the same MPI).
 for op in osu_allreduce osu_allgather osu_reducescatter osu_alltoall osu_bcast; do
   mpiexec --oversubscribe -n "$N" "$PY" -m benchmarks.$op -d "$DEV" -t "$DT" -m "4:$MAX" -f 4 \
-    -i 50 -x 5 -c --backend "$BACKENDS" --max-seconds 0.5 --rounds 3
+    -i 50 -x 5 -c --backend "$BACKENDS" --max-seconds 0.5 --rounds 3 --csv "$OUT/osu.csv"
 done
+echo
+"$PY" -m benchmarks.verdict "$OUT/osu.csv" --png "$OUT/verdict.png"
