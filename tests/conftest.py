@@ -118,6 +118,7 @@ QUICK_TESTS = (
     "test_decode.py::test_decode_tiny_under_mpiexec_equals_plain[mixed]",
     "test_fsdp_comm.py::test_fsdp_buffer_ring_reuses_only_dropped_buffers",
     "test_tuner.py::test_bad_options_are_refused_before_starting",
+    "test_tuner.py::test_help_names_the_subcommands",
     "test_examples.py::test_tensor_parallel_example_matches_the_unsharded_mlp[mpirun]",
 )
 

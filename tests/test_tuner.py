@@ -160,8 +160,15 @@ def test_check_reports_regret_per_op(tmp_path):
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["-c"], "-c/--validate is for the OSU benchmarks"),
     (["check", "t.yaml", "--csv", "x.csv"], "mcr-tune check: --csv is for the OSU benchmarks"),
+    (["--check", "t.yaml"], "check is a subcommand, not an option: mcr-tune check TABLE.yaml"),
 ])
 def test_bad_options_are_refused_before_starting(args, says):
     p = _tune(*args, check=False, timeout=60)
     assert p.returncode != 0 and says in p.stdout + p.stderr
     assert "mpiexec" not in p.stdout
+
+
+def test_help_names_the_subcommands():
+    out = _tune("--help", timeout=60).stdout
+    for sub in ("mcr-tune show TABLE.yaml", "mcr-tune check TABLE.yaml", "mcr-tune plot STEM"):
+        assert sub in out, out

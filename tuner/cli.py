@@ -40,9 +40,18 @@ DEFAULTS = {"message_size": "4:16MiB", "factor": 4, "iterations": 40, "warmup": 
             "max_seconds": 0.6, "rounds": 3, "calls": "async", "backend": None}
 
 
+SUBCOMMANDS = """subcommands:
+  mcr-tune show TABLE.yaml     the table's rules as size ranges, per group and op
+  mcr-tune check TABLE.yaml    regret of the table's choices at sizes between the measured
+                               ones (runs under the launcher like a tune; -n, -m, ...)
+  mcr-tune plot STEM           redraw STEM_OP.png from STEM.csv (needs matplotlib)"""
+
+
 def tune_parser() -> argparse.ArgumentParser:
     """The measurement options (shared with the OSU benchmarks) plus the tuner's own."""
     ap = parser("mcr-tune: measure the libraries, write a tuning table")
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    ap.epilog = SUBCOMMANDS
     ap.add_argument("-n", "--ranks", type=int, default=None,
                     help="ranks to start when not under a launcher (default: GPUs, else 2)")
     ap.add_argument("--ops", default=",".join(OPS))
@@ -259,6 +268,10 @@ def tune(args: argparse.Namespace, command: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of mcr-tune and python -m mcr.tuner."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    for sub in ("show", "check", "plot"):
+        if f"--{sub}" in argv:
+            raise SystemExit(f"mcr-tune: {sub} is a subcommand, not an option: "
+                             f"mcr-tune {sub} {'STEM' if sub == 'plot' else 'TABLE.yaml'}")
     if argv[:1] == ["show"]:
         from .show import show
         if len(argv) != 2:
@@ -272,6 +285,10 @@ def main(argv: list[str] | None = None) -> None:
         from .plot import plot_csv
         if len(argv) != 2:
             raise SystemExit("usage: mcr-tune plot STEM   (reads STEM.csv, writes STEM_OP.png)")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise SystemExit("mcr-tune plot needs matplotlib: pip install matplotlib") from None
         print("mcr-tune: wrote " + ", ".join(str(p) for p in plot_csv(Path(argv[1]))))
         return
     is_check = argv[:1] == ["check"]
