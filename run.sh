@@ -12,17 +12,27 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # DeepSpeed (a test dependency) installs as pure Python; its ops compile at first use.
 export DS_BUILD_OPS=0
+# What each command needs: the main job MPI and matplotlib (mcr's `mpi` and `bench` extras),
+# the tests also DeepSpeed, transformers and ruff (`test`). Each set is installed once.
+EXTRAS=mpi,bench
+[ "${1:-}" = "test" ] && EXTRAS=test
 if [ ! -x .venv/bin/python ]; then
+  echo "run.sh: creating .venv, then torch 2.13.0 (CPU) into it: a minute or two, once"
   python3 -m venv .venv
   # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.
   .venv/bin/pip install -q torch==2.13.0
+fi
+if [ ! -e ".venv/.mcr-$EXTRAS" ]; then
+  echo "run.sh: installing mcr with its [$EXTRAS] extras into .venv: a few minutes, once"
   # A regular install (not -e): it ships mcr_autoload.pth, which MCR_DEEPSPEED=1 and MCR_FSDP=1
-  # need; the checkout stays first on PYTHONPATH below, so edits take effect without reinstalling.
-  .venv/bin/pip install -q '.[test]'
+  # need; the checkout stays first on PYTHONPATH below, so edits take effect without
+  # reinstalling. No stale build/ from an older tree: it would ship files since removed.
+  rm -rf build
+  .venv/bin/pip install -q ".[$EXTRAS]" && touch ".venv/.mcr-$EXTRAS"
 fi
 # The start-up hook is the one file the checkout cannot override: reinstall when it changed.
 PTH=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mcr_autoload.pth
-cmp -s mcr/integrations/mcr_autoload.pth "$PTH" || .venv/bin/pip install -q --no-deps .
+cmp -s mcr/integrations/mcr_autoload.pth "$PTH" || { rm -rf build; .venv/bin/pip install -q --no-deps .; }
 PY=$PWD/.venv/bin/python
 export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
 if [ "${1:-}" = "test" ]; then
