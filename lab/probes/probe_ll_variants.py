@@ -41,7 +41,9 @@ class Variant:
     def __init__(self, name: str, src: str, threads: int, rank: int, world: int) -> None:
         import cupy
         self.cp, self.name, self.threads = cupy, name, threads
-        mod = cupy.RawModule(code=src, options=("--std=c++17", f"-DLL_THREADS={threads}"))
+        src = src.replace("__launch_bounds__(512)", f"__launch_bounds__({threads})").replace(
+            "(i / 512) % 64", f"(i / {threads}) % 64")
+        mod = cupy.RawModule(code=src, options=("--std=c++17",))
         self.kernel = mod.get_function("mcr_ll_bf16")
         cap = (1 << 20) // 8
         buf = symm_empty(LL.region_bytes(1 << 20, world), torch.device("cuda"))
@@ -63,6 +65,18 @@ class Variant:
                          cp.uint64(self.regions.data_ptr()), cp.int32(self.rank),
                          cp.int32(self.world), cp.uint64(self.seqs.data_ptr()),
                          cp.uint64(self.cap), cp.int32(0), cp.uint64(60 * 10**9)))
+
+
+def v1(src: str) -> str:
+    """mcr's kernel with every thread reading its block's call number beside its data (no
+    block barrier before the first push; the barrier moved before the number's update)."""
+    reads = ("  __shared__ u32 s_seq;\n  if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;\n"
+             "  __syncthreads();\n  const u32 seq = s_seq;\n")
+    assert reads in src, "ll.cu changed: update the v1 variant"
+    src = src.replace(reads, "  const u32 seq = *reinterpret_cast<volatile u32*>(seqs + "
+                             "blockIdx.x) + 1;\n")
+    return src.replace("if (threadIdx.x == 0) seqs[blockIdx.x] = seq;",
+                       "__syncthreads(); if (threadIdx.x == 0) seqs[blockIdx.x] = seq;")
 
 
 def graph_us(fn: object, x: torch.Tensor) -> torch.cuda.CUDAGraph:
@@ -108,8 +122,8 @@ def host_us(fn: object, reps: int = 200) -> float:
 
 def kernels(rank: int, world: int) -> None:
     """Graph-replayed GPU time per call of each variant and NCCL, and their results."""
-    new = (HERE / "ll_v1.cu").read_text()
-    old = (HERE / "ll_v0.cu").read_text()
+    old = (HERE.parent.parent / "mcr" / "backends" / "symm" / "ll.cu").read_text()
+    new = v1(old)
     vs = [Variant("v0-512", old, 512, rank, world)] + \
         [Variant(f"v1-{t}", new, t, rank, world) for t in (512, 256, 128)]
     names = ["nccl"] + [v.name for v in vs]
