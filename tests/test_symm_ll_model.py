@@ -1,4 +1,4 @@
-"""symm_ll.cu's protocol, modelled line by line in Python and run under random schedules.
+"""symm/ll.cu's protocol, modelled line by line in Python and run under random schedules.
 
 The kernel's safety rests on an argument, not on a barrier: a rank writes the receive lines of
 call k+2 (same parity) only after it heard from every peer in call k+1, which each peer sent
@@ -7,7 +7,7 @@ ranks and threads advancing in random order (one rank often far ahead), and mixe
 all-reduce, all-gather, reduce-scatter and broadcast from changing roots. A stand-in for the
 kernel's memory and threads, not for its arithmetic: what it checks is that every call ends
 (a line overwritten before it was read would leave its reader polling forever) and that every
-rank's result is right. Keep it in step with symm_ll.cu's ll_call and ll_broadcast.
+rank's result is right. Keep it in step with symm/ll.cu's ll_call and ll_broadcast.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-AR, AG, RS, BC = 0, 1, 2, 3     # symm_ll.cu's op codes
+AR, AG, RS, BC = 0, 1, 2, 3     # symm/ll.cu's op codes
 WAIT, STEP = "wait", "step"
 
 
@@ -128,7 +128,7 @@ def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 
                for _ in range(n * world if op == RS else n)]
         inputs.setdefault(k, [[] for _ in range(world)])[r] = list(src)
         dst = src if op in (AR, BC) else [-1] * (n * world if op == AG else n)
-        nb = max(1, min(blocks, -(-n // threads)))     # symm_ll.grid: the size alone
+        nb = max(1, min(blocks, -(-n // threads)))     # symm/ll.py grid(): the size alone
         seqs = [ranks[r].seqs[b] + 1 for b in range(nb)]
         # parity=False: every call on one region, what the model must catch
         gens = [_thread(op, root, ranks[r], ranks, src, dst, n, b, t, nb, threads,

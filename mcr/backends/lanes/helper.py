@@ -6,7 +6,7 @@ helpers on its own host (MPI_Comm_spawn_multiple); helper i of every rank share 
 lane i. The rank copies a buffer into host memory both see, rings each lane's doorbell with its
 slice, and the helpers all-reduce their slices at once, each on its own core and connections.
 
-This file runs as a script in the helpers (`python lane_helper.py`): it imports neither torch
+This file runs as a script in the helpers (`python helper.py`): it imports neither torch
 nor mcr, so that a helper starts in a fraction of a second and holds little memory.
 
 The control block (one per rank and lane set, a file in /dev/shm) holds global words, a record

@@ -1,6 +1,6 @@
 """`sdma` (alias `ce`): collectives moved by the GPU copy engines, leaving the SMs to compute.
 
-CUDA: peer copies over NVLink between torch symmetric-memory buffers (ce_engine.py). ROCm: mori's
+CUDA: peer copies over NVLink between torch symmetric-memory buffers (cuda_engine.py). ROCm: mori's
 SDMA collectives (mori_engine.py), untested on hardware here. Ops: all-gather, equal-split
 all-to-all, broadcast, and reduce-scatter as a copy-engine all-to-all plus one local reduction.
 """

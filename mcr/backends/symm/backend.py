@@ -1,4 +1,4 @@
-"""`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (symm_ll.py) up
+"""`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (ll.py) up
 to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers, reduce-scatters
 and (where MCR_SYMM_OPS names it) broadcasts on the low-latency kernel too.
 
