@@ -19,6 +19,7 @@ from .errors import MismatchError
 from .groups import Group
 from .session import group_of
 from .streams import capturing as _capturing
+from .streams import raw_stream
 from .work import ON_COMPLETE, Work
 
 UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
@@ -122,7 +123,6 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     return hit[0]
 
 
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _DEFAULT_STREAMS: dict[int, int] = {}   # device index -> its default stream's handle
 
 
@@ -133,7 +133,7 @@ def _side_stream(device: int) -> bool:
     default = _DEFAULT_STREAMS.get(device)
     if default is None:
         default = _DEFAULT_STREAMS[device] = torch.cuda.default_stream(device).cuda_stream
-    return _raw_stream(device) != default
+    return raw_stream(device) != default
 
 
 def call_profile(device: str) -> str:

@@ -17,7 +17,16 @@ capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
     torch.cuda.is_current_stream_capturing
 
 
+_get_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
 StreamId = tuple[int, int, int]   # (stream id, device index, device type), as torch names them
+
+
+def raw_stream(device: int) -> int:
+    """The current CUDA stream of `device` as its C handle (what driver calls take)."""
+    if _get_raw_stream is None:
+        return torch.cuda.current_stream(device).cuda_stream
+    return _get_raw_stream(device)
 
 
 def current_stream_id(device: int | None = None) -> StreamId:

@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
+from ...streams import raw_stream
 from ..cuda.driver import Driver
-
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # the current stream, as C
 
 THREADS = 512
 MAX_BLOCKS = 64        # co-resident on any GPU this serves, so no block waits on an unstarted one
@@ -113,6 +112,4 @@ class LLGroup:
         a = self.args
         a[0].value, a[1].value, a[10].value = op, root, 1 if avg else 0
         a[2].value, a[3].value, a[4].value = src.data_ptr(), dst.data_ptr(), n
-        stream = _raw_stream(self.device) if _raw_stream else \
-            torch.cuda.current_stream(self.device).cuda_stream
-        self.driver.launch(func, grid(n), THREADS, stream, self.params_ptr)
+        self.driver.launch(func, grid(n), THREADS, raw_stream(self.device), self.params_ptr)
