@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -62,28 +63,35 @@ def check(args: argparse.Namespace, backends: list[str]) -> None:
                          "(this job's world)")
     passes = [Pass(op) for op in ops]
     passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
-    m = Measurer(ctx, args, backends, [], lambda rows: None, lambda i: None)
+    between = off_grid(args.message_size, args.factor, ctx.n * ctx.dtype.itemsize)
+    todo = [(p, size, key, hit) for p in passes for size in between
+            for key in [call_key(ctx, p, size)] for hit in [ts.lookup(key)] if hit is not None]
+    bar = None
+    if ctx.rank == 0:
+        from tqdm import tqdm
+        print(f"mcr-tune check: {len(todo)} points off the grid ({len(passes)} curve(s)), "
+              f"backends {backends}", file=sys.stderr, flush=True)
+        bar = tqdm(total=len(todo), desc="mcr-tune check", unit="size", file=sys.stderr,
+                   dynamic_ncols=True)
+    m = Measurer(ctx, args, backends, [], lambda rows: None,
+                 lambda i: bar.update(i) if bar is not None else None)
     rows: list[dict[str, Any]] = []
     chosen: dict[tuple[str, int], str] = {}
-    between = off_grid(args.message_size, args.factor, ctx.n * ctx.dtype.itemsize)
-    for p in passes:
-        pts = []
-        for size in between:
-            key = call_key(ctx, p, size)
-            hit = ts.lookup(key)
-            if hit is None:
-                continue
-            pts += m.point(p, size, "check")
-            chosen[(p.label(), size)] = timed_as(hit[0], key, backends)
-        rows += [dict(r, op=p.label()) for r in pts]
+    for p, size, key, hit in todo:
+        rows += [dict(r, op=p.label()) for r in m.point(p, size, "check")]
+        chosen[(p.label(), size)] = timed_as(hit[0], key, backends)
     extra: list[dict[str, Any]] = []
 
     def measure_again(op: str, size: int) -> list[dict[str, Any]]:
+        if bar is not None:
+            bar.total += 1
         got = [dict(r, op=op) for r in m.point(next(p for p in passes if p.label() == op),
                                                 size, "recheck", rounds=2 * args.rounds)]
         extra.extend(got)
         return got
     out, again = confirmed(rows, chosen, measure_again)
+    if bar is not None:
+        bar.close()
     best = regret(rows + extra, chosen, at_best=True)
     if ctx.rank == 0:
         print(f"# mcr-tune check {args.table}: group {k}, regret = chosen / fastest - 1 at "
