@@ -16,11 +16,20 @@ export DS_BUILD_OPS=0
 # the tests also DeepSpeed, transformers and ruff (`test`). Each set is installed once.
 EXTRAS=mpi,bench
 [ "${1:-}" = "test" ] && EXTRAS=test
+# pip with one line a package it fetches; its whole log stays in .venv/pip.log, shown on failure.
+pipi() {
+  if ! .venv/bin/pip install --progress-bar off "$@" 2>&1 | tee .venv/pip.log \
+      | { grep --line-buffered -E '^(Collecting|Successfully installed)' || true; } \
+      | sed -u -e 's/^Collecting /  fetching /' -e 's/^Successfully installed .*/  installed/'; then
+    echo "run.sh: pip install $* failed; the last lines of .venv/pip.log:"; tail -15 .venv/pip.log
+    exit 1
+  fi
+}
 if [ ! -x .venv/bin/python ]; then
   echo "run.sh: creating .venv, then torch 2.13.0 (CPU) into it: a minute or two, once"
   python3 -m venv .venv
   # torch 2.13.0 CPU is what this project's CPU machines install; any torch >= 2.6 works.
-  .venv/bin/pip install -q torch==2.13.0
+  pipi torch==2.13.0
 fi
 if [ ! -e ".venv/.mcr-$EXTRAS" ]; then
   echo "run.sh: installing mcr with its [$EXTRAS] extras into .venv: a few minutes, once"
@@ -28,11 +37,11 @@ if [ ! -e ".venv/.mcr-$EXTRAS" ]; then
   # need; the checkout stays first on PYTHONPATH below, so edits take effect without
   # reinstalling. No stale build/ from an older tree: it would ship files since removed.
   rm -rf build
-  .venv/bin/pip install -q ".[$EXTRAS]" && touch ".venv/.mcr-$EXTRAS"
+  pipi ".[$EXTRAS]" && touch ".venv/.mcr-$EXTRAS"
 fi
 # The start-up hook is the one file the checkout cannot override: reinstall when it changed.
 PTH=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mcr_autoload.pth
-cmp -s mcr/integrations/mcr_autoload.pth "$PTH" || { rm -rf build; .venv/bin/pip install -q --no-deps .; }
+cmp -s mcr/integrations/mcr_autoload.pth "$PTH" || { rm -rf build; pipi --no-deps .; }
 PY=$PWD/.venv/bin/python
 export PATH=$PWD/.venv/bin:$PATH PYTHONPATH=$PWD
 if [ "${1:-}" = "test" ]; then
