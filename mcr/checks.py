@@ -77,6 +77,40 @@ def counts(what: str, name: str, t: torch.Tensor, splits: list[int] | None, n: i
     return [s * row for s in splits]
 
 
+def uneven_splits(what: str, g: Group, in_counts: list[int], out_counts: list[int], row: int,
+                  dtype: torch.dtype) -> tuple[int, bool]:
+    """An all-to-all with split sizes: every rank's splits and dtype in one small all-gather
+    over the group's Gloo handle, so that a rank's sends and its peers' receives that disagree
+    are a MismatchError on every rank (naming ranks and splits) instead of stale or mixed output.
+    Returns (the size the tables key on, whether every block is the same size), the same on
+    every rank: with equal blocks the call's own size, else group size x the largest block any
+    rank sends, in bytes, rounded up to a power of two (a few kinds of call, not one per
+    routing)."""
+    n = g.size
+    mine = torch.tensor([*in_counts, *out_counts, _DTYPE_CODES.get(dtype, -1)], dtype=torch.int64)
+    every = torch.empty(n, 2 * n + 1, dtype=torch.int64)
+    tdist.all_gather(list(every.unbind(0)), mine, group=g.handles["gloo"])
+    sends, recvs, dts = every[:, :n], every[:, n:2 * n], every[:, 2 * n]
+    unit = "rows" if row > 1 else "elements"
+    if not bool((dts == dts[0]).all()):
+        which = ", ".join(f"rank {g.ranks[r]} {O.dtype_name(_DTYPE_OF.get(int(d)))}"
+                          for r, d in enumerate(dts.tolist()))
+        raise MismatchError(f"{what}: ranks of group {g.ranks} pass different dtypes: {which}")
+    if not bool((sends == recvs.T).all()):
+        bad = [f"rank {g.ranks[s]} sends {int(sends[s, r]) // row} {unit} to rank {g.ranks[r]}, "
+               f"which expects {int(recvs[r, s]) // row}"
+               for s in range(n) for r in range(n) if sends[s, r] != recvs[r, s]]
+        rows = "; ".join(f"rank {g.ranks[r]}: input_split_sizes "
+                         f"{[c // row for c in sends[r].tolist()]}, output_split_sizes "
+                         f"{[c // row for c in recvs[r].tolist()]}" for r in range(n))
+        raise MismatchError(f"{what}: split sizes disagree across group {g.ranks}: "
+                        f"{'; '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} ({rows})")
+    block = int(sends.max()) * dtype.itemsize
+    if bool((sends == sends[0, 0]).all()):
+        return n * block, True
+    return n * (1 << (block - 1).bit_length()), False
+
+
 def tag(what: str, value: Any) -> int:
     """A point-to-point tag: a non-negative int."""
     if not isinstance(value, int) or value < 0:

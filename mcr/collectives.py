@@ -15,7 +15,6 @@ from . import ops as O
 from .errors import CallError
 from .route import (
     SUM,
-    UNKNOWN,
     buffer_of,
     finish,
     may_sync,
@@ -197,12 +196,15 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     even = input_split_sizes is None and output_split_sizes is None
     if even and inp.numel() != out.numel():
         raise CallError(f"{what}: output has {out.numel()} elements, tensor {inp.numel()}")
-    # Split sizes may differ by rank, so no size is known to be the same everywhere.
     o, after = writable(out)
     kind, off = buffer_of(o)
     nb = nbytes_of(inp)
-    b = pick(O.ALL_TO_ALL, g, inp, nb if even else UNKNOWN, None, backend, kind, offset=off,
-             moved=nb)
+    key_nb = nb
+    if not even and g.size > 1:
+        row = inp.numel() // inp.shape[0] if inp.dim() and inp.shape[0] else 1
+        key_nb, even = checks.uneven_splits(what, g, in_counts, out_counts, row, inp.dtype)
+    b = pick(O.ALL_TO_ALL, g, inp, key_nb, None, backend, kind, offset=off, moved=nb,
+             even=even)
     # Backends move flat element counts; views keep the caller's memory.
     w = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
                      sync=may_sync(async_op))
@@ -227,9 +229,12 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     flat_in = torch.cat([t.reshape(-1) for t in ins])
     out_counts, in_counts = [t.numel() for t in outs], [t.numel() for t in ins]
     flat_out = torch.empty(sum(out_counts), dtype=flat_in.dtype, device=flat_in.device)
-    even = len(set(in_counts + out_counts)) == 1
-    nb = nbytes_of(flat_in)
-    b = pick(O.ALL_TO_ALL, g, flat_in, nb if even else UNKNOWN, None, backend, moved=nb)
+    # Tensors of one size here need not be of that size on the peers: ranks compare them.
+    nb, even = nbytes_of(flat_in), True
+    key_nb = nb
+    if g.size > 1:
+        key_nb, even = checks.uneven_splits(what, g, in_counts, out_counts, 1, flat_in.dtype)
+    b = pick(O.ALL_TO_ALL, g, flat_in, key_nb, None, backend, moved=nb, even=even)
 
     def split() -> None:
         for t, v in zip(outs, flat_out.split(out_counts)):

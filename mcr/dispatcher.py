@@ -32,6 +32,7 @@ def describe_key(key: CallKey) -> str:
     cap = " inside CUDA graph capture" if key.graph else ""
     size = format_bytes(key.nbytes)
     size += " B" if size.isdigit() else ""
+    size += " (uneven splits: group size x largest block)" if not key.even else ""
     return (f"{key.op}{red} of {size} {dtype_name(key.dtype)} on "
             f"{key.device}{buf}{cap}, group of {key.group_size}{_across(key)}")
 

@@ -32,14 +32,15 @@ BUFFER_KEYED = frozenset({ALL_GATHER, ALL_TO_ALL, BROADCAST})
 
 def make_key(op: str, group_size: int, nbytes: int, dtype: torch.dtype | None, device: str,
              redop: object = None, profile: str = "standalone", buffer: str = "plain",
-             graph: bool = False, nodes: int = 1) -> CallKey:
+             graph: bool = False, nodes: int = 1, even: bool = True) -> CallKey:
     """The key of a call: what its decision depends on (the one place that builds keys; a
     reduction without a reduce op is a sum)."""
     if redop is None and op in REDUCTIONS:
         redop = tdist.ReduceOp.SUM
     if op not in BUFFER_KEYED:
         buffer = "plain"
-    return CallKey(op, group_size, nbytes, dtype, device, redop, profile, buffer, graph, nodes)
+    return CallKey(op, group_size, nbytes, dtype, device, redop, profile, buffer, graph, nodes,
+                   even)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -72,6 +73,10 @@ class CallKey(NamedTuple):
     # Nodes the group spans with the same number of its ranks on each, node-major (0: spread
     # unevenly); tables key on it with the size (`2x2`, see mcr.layout.label).
     nodes: int = 1
+    # False for an all-to-all with split sizes: nbytes is then group size x the largest block
+    # any rank sends (rounded up to a power of two), the same on every rank, which the tables
+    # key on; copy-engine backends serve equal splits only.
+    even: bool = True
 
 
 REDOP_NAMES = {

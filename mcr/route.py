@@ -22,7 +22,7 @@ from .streams import capturing as _capturing
 from .streams import raw_stream
 from .work import ON_COMPLETE, Work
 
-UNKNOWN = -1  # message size of calls with no rank-invariant size (uneven splits, objects)
+UNKNOWN = -1  # message size of calls with no rank-invariant size (objects)
 
 PROFILE: list[str] = []
 AUTO = "auto"   # overlap on a side stream, else standalone (call_profile)
@@ -83,9 +83,9 @@ def device_of(t: torch.Tensor | None) -> str:
 
 def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
            forced: str | None, buffer: str = "plain", root: int = -1,
-           offset: int = -1, moved: int = -1) -> Backend:
+           offset: int = -1, moved: int = -1, even: bool = True) -> Backend:
     """The backend for this call (counted: calls and bytes per op and library; `moved`: the
-    bytes to count where nbytes is UNKNOWN, e.g. this rank's input of an uneven all-to-all)."""
+    bytes to count where nbytes is not what moves: UNKNOWN, or the key of an uneven all-to-all)."""
     rt = runtime._RT[0]
     graph = rt.cuda and _capturing()
     prof = PROFILE[-1] if PROFILE else rt.cfg.profile
@@ -97,12 +97,12 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
           0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
-          rk, prof, forced, buffer, graph, root)
+          rk, prof, forced, buffer, graph, root, even)
     hit = rt.fast.get(fk)
     if hit is None or rt.cfg.check:
         new = hit is None
         key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
-                         prof, buffer, graph, g.span)
+                         prof, buffer, graph, g.span, even)
         hit = rt.dispatcher.entry(key, g, forced)
         # Point-to-point calls involve two ranks of the group, not all: nothing to compare.
         if op == O.P2P or g.size == 1:
@@ -116,10 +116,10 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
         rt.fast[fk] = hit
     n = hit[1]
     n[0] += 1
-    if nbytes > 0:
-        n[1] += nbytes
-    elif moved > 0:
+    if moved >= 0:
         n[1] += moved
+    elif nbytes > 0:
+        n[1] += nbytes
     return hit[0]
 
 

@@ -207,3 +207,16 @@ def test_nccl_groups_on_a_gloo_world_bound_to_a_gpu():
     n = min(2, torch.cuda.device_count())
     out = run_torchrun(n, "bound_gloo_worker.py", timeout=180)
     assert len(re.findall(r"rank \d+: BOUND OK", out)) == n, out[-3000:]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_all_to_all_splits_that_disagree_are_an_error_on_every_rank_mpi(n):
+    out = run_mpi(n, "errors_worker.py", "uneven_splits", timeout=120)
+    _expected(out, n, "MismatchError")
+    assert out.count("uneven all-to-all on mpi") == n, out[-3000:]
+
+
+def test_all_to_all_splits_that_disagree_are_an_error_on_every_rank_gloo():
+    out = run_torchrun(2, "errors_worker.py", "uneven_splits", timeout=120)
+    _expected(out, 2, "MismatchError")
+    assert out.count("uneven all-to-all on gloo") == 2, out[-3000:]

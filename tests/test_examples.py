@@ -40,3 +40,16 @@ def test_training_examples_train_through_mcr(launcher, name):
     assert served and served.group(1) == served.group(2), out[-2000:]
     lib = "gloo" if launcher == "torchrun" else "mpi"
     assert re.search(rf"all_gather\s+{lib}\s", out), out[-2000:]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+def test_moe_example_matches_the_one_rank_layer_through_the_table(launcher):
+    out = _run(launcher, "moe")
+    for tokens in (8, 64, 512):
+        assert f"{tokens} tokens a rank:" in out and "matches the one-rank layer" in \
+            out.split(f"{tokens} tokens a rank:")[1].splitlines()[0], out[-2000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2), out[-2000:]
+    # Uneven all-to-alls follow the table too: MPI where mpirun gives it, else Gloo.
+    lib = "gloo" if launcher == "torchrun" else "mpi"
+    assert re.search(rf"all_to_all\s+{lib}\s+12\s", out), out[-2000:]

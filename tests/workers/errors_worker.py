@@ -12,6 +12,7 @@ import time
 import torch
 
 import mcr.comm as dist
+from mcr import runtime as mcr_runtime
 from mcr.errors import (  # noqa: E402
     BackendUnavailable,
     CallError,
@@ -266,6 +267,43 @@ elif scenario == "no_mpi":
     t = torch.ones(3)
     dist.all_reduce(t)
     assert t.tolist() == [dist.get_world_size()] * 3
+elif scenario == "uneven_splits":
+    # All-to-all with split sizes: ranks whose sends and peers' receives disagree get an error
+    # on every rank naming ranks and splits, also once the same calls have run before.
+    dist.init_distributed(verbose=False)
+    n, me = dist.get_world_size(), dist.get_rank()
+    x = torch.arange(3 * n, dtype=torch.float32).view(n * 3, 1) + 100 * me
+    for _ in range(2):                               # warm-up: agreeing calls, twice
+        out = torch.empty(3 * n, 1)
+        dist.all_to_all_single(out, x, [3] * n, [3] * n)
+        assert out.view(n, 3)[:, 0].tolist() == [100 * q + 3 * me for q in range(n)], out
+        ins = [1 + (me + p) % n for p in range(n)]   # rank me sends 1 + (me + p) % n rows to p
+        y = torch.full((sum(ins), 2), float(me))
+        got = torch.empty(sum(ins), 2)
+        dist.all_to_all_single(got, y, ins, ins)     # symmetric: p sends me as many
+        assert got[:, 0].tolist() == [float(q) for q in range(n) for _ in range(ins[q])], got
+    # Rank 1 expects one row fewer from rank 0 than rank 0 sends.
+    outs = [1 + (me + p) % n - (me == 1 and p == 0) for p in range(n)]
+    bad = torch.empty(sum(outs), 2)
+    expect(MismatchError, lambda: dist.all_to_all_single(bad, y, outs, ins),
+           "split sizes disagree", "rank 0 sends 2 rows to rank 1, which expects 1",
+           "input_split_sizes", "output_split_sizes")
+    z = torch.zeros(sum(ins), 2, dtype=torch.float32 if me == 0 else torch.int32)
+    expect(MismatchError, lambda: dist.all_to_all_single(torch.empty_like(z), z, ins, ins),
+           "different dtypes", "rank 0 float32", "rank 1 int32")
+    # The list form too: its tensors' sizes are the splits.
+    lst_in = [torch.ones(4 if (me, p) != (0, 1) else 5) for p in range(n)]
+    lst_out = [torch.empty(4) for _ in range(n)]
+    expect(MismatchError, lambda: dist.all_to_all(lst_out, lst_in), "rank 0 sends 5 elements "
+           "to rank 1, which expects 4")
+    dist.all_to_all_single(got, y, ins, ins)         # agreeing calls still work
+    assert got[:, 0].tolist() == [float(q) for q in range(n) for _ in range(ins[q])], got
+    # The table decides for uneven calls too (by the largest block, the same on every rank).
+    lib = dist.which_backend("all_to_all", n * (1 << (n * 2 * 4 - 1).bit_length()),
+                             torch.float32)
+    served = mcr_runtime.get().dispatcher.served()
+    assert served.get(("all_to_all", lib), [0])[0] >= 3, (lib, served)
+    print(f"rank {rank}: uneven all-to-all on {lib}", flush=True)
 else:
     raise SystemExit(f"unknown scenario {scenario}")
 print(f"rank {rank}: ERRORS OK", flush=True)

@@ -70,7 +70,7 @@ class NcclCeBackend(Backend):
         """CUDA all-gather and equal all-to-all."""
         if key.device != "cuda":
             return f"nccl_ce serves GPU tensors only, not {key.device}"
-        if key.op == ALL_TO_ALL and key.nbytes < 0:
+        if key.op == ALL_TO_ALL and not key.even:
             return "nccl_ce serves equal-split all-to-all only"
         return None
 

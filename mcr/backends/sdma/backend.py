@@ -85,7 +85,7 @@ class SdmaBackend(Backend):
         """Serves CUDA tensors for all-gather, even all-to-all, broadcast, reduce-scatter."""
         if key.device != "cuda":
             return f"sdma serves GPU tensors only, not {key.device}"
-        if key.op == ALL_TO_ALL and key.nbytes < 0:
+        if key.op == ALL_TO_ALL and not key.even:
             return "sdma serves equal-split all-to-all only"
         if key.op == REDUCE_SCATTER:
             if key.redop not in _REDUCE:
