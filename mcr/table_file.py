@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +96,36 @@ def _refuse_aliases(path: str, text: str) -> None:
         return   # the parser reports it below, with its line
 
 
+def read_table_text(path: str) -> str:
+    """A table file's text, through the guards every table file passes however it was found
+    (named, in MCR_TUNING_TABLE's folder, in the user folder): a regular file (after links),
+    at most MAX_TABLE_BYTES (read no further, should it grow meanwhile), UTF-8, no YAML
+    anchors. A FIFO, a device or a link to one is refused before it is opened."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise TableError(f"{path}: not a regular file (a tuning table is a YAML file)")
+        if st.st_size > MAX_TABLE_BYTES:
+            raise TableError(f"{path}: {st.st_size} bytes is larger than a tuning table can be "
+                             f"({MAX_TABLE_BYTES} bytes; tables are a few KiB); not parsed")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TABLE_BYTES + 1)
+    except OSError as e:
+        raise TableError(f"{path}: cannot read tuning table: {e}") from e
+    if len(raw) > MAX_TABLE_BYTES:
+        raise TableError(f"{path}: grew past {MAX_TABLE_BYTES} bytes while read; not parsed")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as e:
+        raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    _refuse_aliases(path, text)
+    return text
+
+
 def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> Table:
     """Load and validate one YAML table; raise TableError naming file, line and field."""
     path = str(path)
-    try:
-        if not Path(path).is_file():
-            raise TableError(f"{path}: not a regular file (a tuning table is a YAML file)")
-        size = Path(path).stat().st_size
-        if size > MAX_TABLE_BYTES:
-            raise TableError(f"{path}: {size} bytes is larger than a tuning table can be "
-                             f"({MAX_TABLE_BYTES} bytes; tables are a few KiB); not parsed")
-        text = Path(path).read_text()
-    except OSError as e:
-        raise TableError(f"{path}: cannot read tuning table: {e}") from e
-    _refuse_aliases(path, text)
+    text = read_table_text(path)
     try:
         doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
     except TableError as e:
@@ -268,8 +286,8 @@ def find_table_files(location: str | Path, system_class: str | None,
 
 def _class_of(f: Path) -> str | None:
     try:
-        head = yaml.safe_load(f.read_text()) or {}
-    except (yaml.YAMLError, OSError):
+        head = yaml.safe_load(read_table_text(str(f))) or {}
+    except (yaml.YAMLError, TableError):
         return None
     return (head.get("system") or {}).get("class") if isinstance(head, dict) else None
 

@@ -318,3 +318,31 @@ def test_user_folder_is_read_before_the_shipped_tables(tmp_path):
     assert out.count("all_reduce 1048576 -> gloo") == 2 and out.count("all_gather 64 -> mpi") == 2
     out = run_mpi(2, "tables_worker.py", env={"MCR_TUNING_TABLE": str(tmp_path / "mine.yaml")})
     assert out.count("all_gather 64 -> gloo") == 2 and "tuning_tables" not in out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero_link", "big", "bomb"])
+def test_a_folder_s_files_pass_the_single_file_guards(tmp_path, kind):
+    """A FIFO, a link to /dev/zero, an oversized file or an alias bomb inside a tables folder
+    (MCR_TUNING_TABLE's, or the user folder read at every start) is refused fast, naming the
+    file: no hang, no unbounded read, no long parse."""
+    import os
+    import time
+    f = tmp_path / "t.yaml"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "dev_zero_link":
+        f.symlink_to("/dev/zero")
+    elif kind == "big":
+        f.write_text(HEAD + "#" + "x" * (50 << 20) + "\n")
+    else:
+        f.write_text("a: &a [x, x]\nb: [*a, *a]\n")
+    t0 = time.monotonic()
+    with pytest.raises(TableError, match=r"t\.yaml"):
+        for explicit in (True, False):
+            load_tables_of(find_table_files(tmp_path, "test", explicit=explicit))
+    assert time.monotonic() - t0 < 2
+
+
+def load_tables_of(paths):
+    for p in paths:
+        load_table(p, KNOWN)
