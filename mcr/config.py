@@ -86,6 +86,19 @@ def _size(name: str, raw: str) -> float:
     return n
 
 
+# The least piece a chunked transfer takes: below it each piece costs more in calls than it
+# moves (MCR_MPI_CHUNK_BYTES=0 crawled past the timeout and blocked every later MPI call).
+MIN_CHUNK_BYTES = 4 << 10
+
+
+def _chunk(name: str, raw: str) -> float:
+    """A piece's size: at least MIN_CHUNK_BYTES, or inf (one piece)."""
+    n = _bytes(name, raw)
+    if n < MIN_CHUNK_BYTES:
+        raise ValueError(f"{name}={raw!r}: a chunk must be at least 4KiB (or inf: one piece)")
+    return n
+
+
 def _choice(*allowed: str) -> Callable[[str, str], str]:
     def parse(name: str, raw: str) -> str:
         if raw not in allowed:
@@ -121,7 +134,7 @@ KNOBS = (
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
     Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "2MiB", True),
-    Knob("MCR_MPI_CHUNK_BYTES", "mpi_chunk_bytes", _bytes, "16MiB", True),
+    Knob("MCR_MPI_CHUNK_BYTES", "mpi_chunk_bytes", _chunk, "16MiB", True),
     Knob("MCR_SDMA_MAX_BYTES", "sdma_max_bytes", _size, "256MiB", True),
     Knob("MCR_SDMA_ZERO_COPY", "sdma_zero_copy", _bool, "1", True),
     Knob("MCR_SDMA_SYNC", "sdma_sync", _choice("kernel", "memops"), "kernel", True),
@@ -138,7 +151,7 @@ KNOBS = (
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
     Knob("MCR_LOCAL_SIZE", "local_size", int_from(1), "", True),
-    Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _bytes, "inf", True),
+    Knob("MCR_HIER_CHUNK_BYTES", "hier_chunk_bytes", _chunk, "inf", True),
     Knob("MCR_HIER_MAX_CHUNKS", "hier_max_chunks", int_from(1), "4", True),
     Knob("MCR_LANE_SPIN_US", "lane_spin_us", int_from(0), "", False),
 )

@@ -10,6 +10,8 @@ import pytest
 import torch
 from conftest import ROOT, run_mpi, run_torchrun
 
+from mcr.config import KNOBS
+
 TABLE = """\
 schema_version: 1
 system: {{class: test}}
@@ -187,6 +189,30 @@ def test_a_buffer_size_must_be_finite(monkeypatch, knob, value):
     from mcr.config import from_env
     monkeypatch.setenv(knob, value)
     with pytest.raises(ValueError, match=rf"{knob}='{value}': sizes a buffer"):
+        from_env()
+
+
+@pytest.mark.parametrize("knob", ["MCR_MPI_CHUNK_BYTES", "MCR_HIER_CHUNK_BYTES"])
+def test_a_chunk_too_small_to_make_progress_is_refused(monkeypatch, knob):
+    """0 (which crawled past the timeout) or a few bytes a piece: refused as the environment is
+    read; inf (one piece) and 4KiB up are taken."""
+    from mcr.config import from_env
+    for bad in ("0", "1", "4095"):
+        monkeypatch.setenv(knob, bad)
+        with pytest.raises(ValueError, match=rf"{knob}='{bad}': a chunk must be at least 4KiB"):
+            from_env()
+    for good, want in (("inf", float("inf")), ("4KiB", 4096)):
+        monkeypatch.setenv(knob, good)
+        assert getattr(from_env(), knob.removeprefix("MCR_").lower()) == want
+
+
+@pytest.mark.parametrize("knob", [k.env for k in KNOBS if k.parse.__name__ in (
+    "_bytes", "_size", "_chunk", "_bytes_or_auto", "_positive") or k.parse.__qualname__.startswith(
+    "int_from")])
+def test_no_numeric_knob_takes_a_negative_value(monkeypatch, knob):
+    from mcr.config import from_env
+    monkeypatch.setenv(knob, "-1")
+    with pytest.raises(ValueError, match=knob):
         from_env()
 
 
