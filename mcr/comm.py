@@ -31,6 +31,25 @@ from .collectives import (
                           reduce_scatter_tensor,
                           scatter,
 )
+from .ds_names import (
+    get_comm_operation_count,
+    get_local_rank_from_launcher,
+    get_logged_comm_ops,
+    get_world_rank_from_launcher,
+    get_world_size_from_launcher,
+    has_comm_data,
+    in_aml,
+    in_aws_sm,
+    in_dlts,
+    init_deepspeed_backend,
+    is_available,
+    mpi_discovery,
+    patch_aml_env_for_torch_nccl_backend,
+    patch_aws_sm_env_for_torch_nccl_backend,
+    reset_log,
+    set_backend,
+    timed_op,
+)
 from .hier import HierBackend  # noqa: F401 - registers the composed backend `hier`
 from .info import (
                           configure,
@@ -84,4 +103,10 @@ __all__ = [
     "is_initialized", "isend", "log_summary", "monitored_barrier", "new_group", "profile",
     "recv", "reduce", "reduce_scatter", "reduce_scatter_fn", "reduce_scatter_tensor", "scatter",
     "send", "symmetric_empty", "torch_group", "which_backend",
+    # deepspeed.comm's other names (mcr.ds_names)
+    "get_comm_operation_count", "get_local_rank_from_launcher", "get_logged_comm_ops",
+    "get_world_rank_from_launcher", "get_world_size_from_launcher", "has_comm_data", "in_aml",
+    "in_aws_sm", "in_dlts", "init_deepspeed_backend", "is_available", "mpi_discovery",
+    "patch_aml_env_for_torch_nccl_backend", "patch_aws_sm_env_for_torch_nccl_backend",
+    "reset_log", "set_backend", "timed_op",
 ]

@@ -93,7 +93,7 @@ def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool
 # Modules of in-process tests (and a few short multi-process ones): all of them are quick.
 QUICK_MODULES = ("test_tables", "test_fast", "test_symm", "test_symm_ll_model", "test_measure",
                  "test_ops", "test_verdict", "test_decide", "test_layout", "test_docs",
-                 "test_dispatcher")
+                 "test_dispatcher", "test_ds_names")
 # From the multi-process modules, the core checks: each library and launcher once, mixing by a
 # table, the errors that must never be silent, each integration once.
 QUICK_TESTS = (
@@ -103,6 +103,7 @@ QUICK_TESTS = (
     "test_api.py::test_torchrun_launch_gloo_only",
     "test_errors.py::test_ranks_disagreeing_on_a_call_get_an_error_not_wrong_data_mpi",
     "test_errors.py::test_ranks_disagreeing_on_a_call_get_an_error_not_an_abort_gloo",
+    "test_errors.py::test_all_to_all_splits_that_disagree_are_an_error_on_every_rank_gloo",
     "test_errors.py::test_missing_peer_times_out_naming_op_backend_bytes",
     "test_errors.py::test_malformed_table_stops_every_rank",
     "test_errors.py::test_local_bad_calls_raise_clearly",

@@ -19,7 +19,7 @@ LAYERS = [
                     "mcr.logger", "mcr.bypass")),
     ("backends", ("mcr.backends",)),
     ("process", ("mcr.dispatcher", "mcr.runtime", "mcr.checks", "mcr.report", "mcr.session",
-                 "mcr.route", "mcr.info")),
+                 "mcr.route", "mcr.info", "mcr.ds_names")),
     ("api", ("mcr.collectives", "mcr.p2p", "mcr.hier", "mcr.comm")),
     ("adapters", ("mcr.integrations", "mcr.measure")),
     ("tools", ("mcr.tuner", "benchmarks")),
