@@ -79,7 +79,7 @@ def load_tables_for(cfg: Config, cuda: bool, world: int | None = None,
                     nodes: int = 1) -> TableSet:
     """MCR_TUNING_TABLE (a file, or a folder's tables of this system class) alone; else the
     user's folder (mcr-tune's) before the tables shipped with mcr, this system class's only."""
-    known = backends_mod.KNOWN
+    known = backends_mod.SERVES
     cls = system_class(cfg, cuda)
     if cfg.tuning_table:
         return TableSet([load_tables(find_table_files(cfg.tuning_table, cls, explicit=True),

@@ -7,6 +7,7 @@ import itertools
 import math
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from .tables import (
     Table,
 )
 from .units import format_bytes, parse_bytes
+
+# Backend names, or name -> the devices whose tensors it serves (mcr.backends.SERVES).
+Known = Mapping[str, frozenset[str]] | frozenset[str] | set[str]
 
 _TOP_KEYS = {"schema_version", "system", "provenance", "device", "groups"}
 _SYSTEM_REQUIRED = {"class"}
@@ -102,7 +106,10 @@ def read_table_text(path: str) -> str:
     at most MAX_TABLE_BYTES (read no further, should it grow meanwhile), UTF-8, no YAML
     anchors. A FIFO, a device or a link to one is refused before it is opened."""
     try:
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise TableError(f"{path}: not a regular file: there is no such file") from None
         if not stat.S_ISREG(st.st_mode):
             raise TableError(f"{path}: not a regular file (a tuning table is a YAML file)")
         if st.st_size > MAX_TABLE_BYTES:
@@ -122,8 +129,10 @@ def read_table_text(path: str) -> str:
     return text
 
 
-def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> Table:
-    """Load and validate one YAML table; raise TableError naming file, line and field."""
+def load_table(path: str | Path, known_backends: Known) -> Table:
+    """Load and validate one YAML table; raise TableError naming file, line and field
+    (known_backends: the names, or name -> the devices it serves, checked against the
+    table's device)."""
     path = str(path)
     text = read_table_text(path)
     try:
@@ -172,14 +181,15 @@ def load_table(path: str | Path, known_backends: frozenset[str] | set[str]) -> T
                 err.add(gline, f"groups.{gsize}", "must map op name -> list of ranges")
                 continue
             for op, entries in ops.items():
-                rules[(gsize, op)] = _parse_op(err, ops, gsize, op, entries, known_backends)
+                rules[(gsize, op)] = _parse_op(err, ops, gsize, op, entries, known_backends,
+                                               device)
     err.raise_if_any()
     return Table(path=path, system=dict(doc["system"]), provenance=dict(doc["provenance"]),
                  device=device, rules=rules, raw=_plain(doc))
 
 
 def _parse_op(err: _Errors, ops: dict, gsize: int | str, op: Any, entries: Any,
-              known_backends: frozenset[str] | set[str]) -> dict:
+              known_backends: Known, device: Any) -> dict:
     where = f"groups.{gsize}.{op}"
     oline = _line(ops, op)
     if op not in OPS:
@@ -204,6 +214,11 @@ def _parse_op(err: _Errors, ops: dict, gsize: int | str, op: Any, entries: Any,
         elif backend not in known_backends:
             err.add(_line(e, "backend"), f"{ew}.backend",
                     f"unknown backend {backend!r}; expected one of {sorted(known_backends)}")
+        elif isinstance(known_backends, Mapping) and device in DEVICES and \
+                device not in known_backends[backend]:
+            err.add(_line(e, "backend"), f"{ew}.backend",
+                    f"backend {backend!r} serves {', '.join(sorted(known_backends[backend]))} "
+                    f"tensors only; this table is for device {device}")
         choices = [_selector_values(err, e, ew, sel) for sel in SELECTORS]
         try:
             hi = parse_bytes(e["max"]) if "max" in e else None
@@ -333,6 +348,6 @@ def _group_key(k: Any) -> int | str:
     return int(k) if isinstance(k, int) or str(k).isdigit() else str(k)
 
 
-def load_tables(paths: list[Path], known_backends: frozenset[str] | set[str]) -> list[Table]:
+def load_tables(paths: list[Path], known_backends: Known) -> list[Table]:
     """Load several files (one layer of a TableSet)."""
     return [load_table(p, known_backends) for p in paths]

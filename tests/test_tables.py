@@ -346,3 +346,17 @@ def test_a_folder_s_files_pass_the_single_file_guards(tmp_path, kind):
 def load_tables_of(paths):
     for p in paths:
         load_table(p, KNOWN)
+
+
+@pytest.mark.parametrize("backend", ["nccl", "rccl", "sdma", "sdma_pipe", "ce", "symm",
+                                     "nccl_ce"])
+def test_a_cpu_table_may_not_name_a_gpu_only_library(tmp_path, backend):
+    from mcr.backends import SERVES
+    body = f"  2:\n    all_reduce:\n      - {{max: 64KiB, backend: mpi}}\n" \
+           f"      - {{max: inf, backend: {backend}}}\n"
+    with pytest.raises(TableError, match=rf"t\.yaml:9: .*backend {backend!r} serves cuda "
+                                         r"tensors only; this table is for device cpu"):
+        load_table(write(tmp_path, body), SERVES)
+    gpu = write(tmp_path, body.replace("mpi", "gloo"), "g.yaml")
+    gpu.write_text(gpu.read_text().replace("device: cpu", "device: cuda"))
+    assert load_table(gpu, SERVES).device == "cuda"

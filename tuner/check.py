@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mcr.backends import KNOWN
+from mcr.backends import SERVES
 from mcr.measure.engine import make_ctx
 from mcr.measure.options import sizes
 from mcr.ops import BUFFER_KEYED
@@ -53,7 +53,7 @@ def confirmed(rows: list[dict[str, Any]], chosen: dict[tuple[str, int], str],
 
 def check(args: argparse.Namespace, backends: list[str]) -> None:
     """Measure every pass of the table's group of this job's size; print regret per op."""
-    table = load_table(args.table, KNOWN)
+    table = load_table(args.table, SERVES)
     ts = TableSet([table])
     ctx = make_ctx(args)
     k = ctx.label

@@ -192,7 +192,7 @@ def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str
     next and calls on them (hier's intra- and inter-node parts) runs on their winners."""
     import tempfile
 
-    from mcr.backends import KNOWN
+    from mcr.backends import SERVES
     from mcr.runtime import put_first
     from mcr.table_file import load_table
 
@@ -206,7 +206,7 @@ def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write(box[0])
         f.flush()
-        put_first(load_table(f.name, KNOWN))
+        put_first(load_table(f.name, SERVES))
 
 
 def tune(args: argparse.Namespace, command: str) -> None:

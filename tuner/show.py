@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcr.backends import KNOWN
+from mcr.backends import SERVES
 from mcr.table_file import load_table
 from mcr.units import format_bytes, parse_bytes
 
@@ -15,7 +15,7 @@ def _span(lo: object, hi: object) -> str:
 
 def show(path: str | Path) -> str:
     """The table's rules per group size and op, sizes past the measured ones marked."""
-    t = load_table(path, KNOWN)
+    t = load_table(path, SERVES)
     prov = t.provenance
     measured = prov.get("measured_bytes")
     top = parse_bytes(measured[1]) if isinstance(measured, list) and len(measured) == 2 else None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from ..config import Config
 from ..groups import Group, Spec
+from ..tables import DEVICES
 from .base import HOST, STREAM, Backend, Context, Unavailable
 
 # Bind order: gloo first (the others' checks run over it); the one-node GPU backends after
@@ -35,6 +36,13 @@ ORDER = tuple(n for folder in REGISTRY
 ALIASES = {"rccl": "nccl", "ce": "sdma"}
 NAMES = frozenset(ORDER)
 KNOWN = NAMES | frozenset(ALIASES)
+_GPU_ONLY = frozenset(n for folder in REGISTRY
+                      for n in getattr(importlib.import_module(f"{__name__}.{folder}"),
+                                       "GPU_ONLY", ()))
+# Name (and alias) -> the devices whose tensors it serves: a table for another device may not
+# name it (a CPU table's `backend: nccl` is an error at load, not a fallback at every call).
+SERVES = {n: frozenset({"cuda"}) if ALIASES.get(n, n) in _GPU_ONLY else frozenset(DEVICES)
+          for n in KNOWN}
 
 
 def register_composed(name: str, factory: Callable[[Context], Backend]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..base import Backend, Context, Unavailable
 
 NAMES = ("nccl_ce",)
+GPU_ONLY = NAMES           # tables for CPU tensors may not name it
 
 
 def build(ctx: Context) -> dict[str, Backend]:

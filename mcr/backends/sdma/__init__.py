@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..base import Backend, Context, Unavailable
 
 NAMES = ("sdma", "sdma_pipe")
+GPU_ONLY = NAMES           # tables for CPU tensors may not name it
 
 
 def build(ctx: Context) -> dict[str, Backend]:

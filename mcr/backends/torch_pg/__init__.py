@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..base import Backend, Context, Unavailable
 
 NAMES = ("gloo", "nccl")
+GPU_ONLY = ("nccl",)      # tables for CPU tensors may not name it
 
 
 def build(ctx: Context) -> dict[str, Backend]:
