@@ -1,9 +1,8 @@
-"""Argument checks of mcr.comm's calls, and MCR_CHECK's comparison of a call across ranks."""
+"""Argument checks of mcr.comm's calls, MCR_CHECK's comparison of a call across ranks, and the
+split-size exchange of uneven all-to-alls. The always-on check is mcr.signature."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -11,10 +10,9 @@ import torch.distributed as tdist
 
 from . import backends as backends_mod
 from . import ops as O
-from .errors import CallError, LibraryError, McrTimeoutError, MismatchError
+from .errors import CallError, MismatchError
 from .groups import Group
 from .ops import CallKey
-from .waits import CHECK_EVERY_S
 
 
 def tensor(t: Any, what: str, name: str = "tensor") -> torch.Tensor:
@@ -155,102 +153,6 @@ def _decode(f: list[int]) -> str:
     op, nbytes, dt, red, root, be, off = f
     return describe(O.OPS[op], _REDOP_OF.get(red, ""), _DTYPE_OF.get(dt), nbytes, root,
                     sorted(backends_mod.NAMES)[be], off)
-
-
-class SignatureCheck:
-    """The always-on check: each rank compares a call with its group the first time it makes
-    a call of that signature (op, bytes, dtype, reduce op, root, library). In a correct program
-    new signatures come at the same point on every rank, so this costs one round trip through
-    torch's store per distinct call, and never touches the data libraries: ranks that disagree
-    get a MismatchError naming what each passed before any library can hang or mix their data.
-    A rank whose peers made a call they had made before waits `timeout` seconds and is told so;
-    one whose peer left mcr (destroy_process_group, the end of its program) before the call
-    is told at once.
-    """
-
-    # mcr sessions started in this process: a session's keys are its own, as a torch store
-    # that outlives mcr (DeepSpeed's, a user's) still holds the keys of the session before.
-    made = 0
-
-    def __init__(self, store: Any, timeout: float) -> None:
-        self.store = store
-        self.timeout, self.poll = timeout, min(CHECK_EVERY_S, timeout)
-        self._seq: dict[tuple[str, tuple[int, ...]], int] = {}
-        SignatureCheck.made += 1
-        self.root = f"mcr/{SignatureCheck.made}/"
-
-    def leave(self, rank: int) -> None:
-        """Say in the store that this rank (world rank) makes no more calls in this session."""
-        self.store.set(f"{self.root}left/{rank}", "1")
-
-    def __call__(self, key: CallKey, g: Group, root: int, backend: str) -> None:
-        """Compare this call's signature with the group's (collective over the group)."""
-        ranks = tuple(g.ranks)
-        mine = _signature(key, root, backend)
-
-        def what() -> str:
-            return f"{key.op} on backend '{backend}' ({key.nbytes} bytes)"
-        every = self.gather(g.tag, ranks, g.rank, mine, what,
-                            f"rank {ranks[g.rank]} made a new one: {mine}")
-        if any(v != mine for v in every):
-            rows = "; ".join(f"rank {ranks[r]}: {v}" for r, v in enumerate(every))
-            raise MismatchError(f"ranks of group {list(ranks)} disagree on a {key.op} call: "
-                                f"{rows}")
-
-    def gather(self, tag: str, ranks: tuple[int, ...], rank: int, mine: str,
-               what: Callable[[], str], new: str) -> list[str]:
-        """Every rank's value in one comparison over ranks (collective over them; rank: this
-        one's index), through torch's store: a late peer waited up to the timeout, one that
-        left mcr named at once, a store that failed named as such."""
-        n = self._seq[(tag, ranks)] = self._seq.get((tag, ranks), 0) + 1
-        prefix = f"{self.root}sig/{tag}{'.'.join(map(str, ranks))}/{n}/"
-        names = [prefix + str(r) for r in range(len(ranks))]
-        try:
-            self.store.set(names[rank], mine)
-            self._wait(names, ranks, what, new)
-            return [self.store.get(k).decode() for k in names]
-        except tdist.DistError as e:
-            raise LibraryError(
-                f"mcr: {what()}: torch's store failed ({type(e).__name__}: {e}); the process "
-                "that hosts it (rank 0 under mpirun, torchrun's agent) has left or crashed"
-            ) from e
-
-    def _wait(self, names: list[str], ranks: tuple[int, ...], what: Callable[[], str],
-              new: str) -> None:
-        """Poll for every rank's key; now and then ask who left without setting one.
-
-        store.check, not store.wait in slices: each timed-out slice of a wait logs a warning
-        from torch's C++ store (two lines per slice while a peer is late)."""
-        now = time.monotonic()
-        deadline, ask, nap = now + self.timeout, now + self.poll, 1e-4
-        while not self.store.check(names):
-            now = time.monotonic()
-            if now >= ask:
-                # A rank's leave() comes after every key it set: checked in this order, a
-                # rank that left with its key still missing never makes this call.
-                gone = [r for k, r in zip(names, ranks)
-                        if self.store.check([f"{self.root}left/{r}"]) and not self.store.check([k])]
-                if gone:
-                    raise LibraryError(
-                        f"mcr: {what()}: rank{'s' if len(gone) > 1 else ''} "
-                        f"{', '.join(map(str, gone))} of group {list(ranks)} left mcr "
-                        "(destroy_process_group, or its program ended) before making this "
-                        "call; a rank must not end before the calls its peers make with it")
-                if now >= deadline:
-                    raise McrTimeoutError(
-                        f"mcr: {what()}: the other ranks of group {list(ranks)} did not reach "
-                        f"this call within {self.timeout:g} s (MCR_CHECK_TIMEOUT_S, default "
-                        f"MCR_TIMEOUT_S): they are late or stuck, or made a call of a kind "
-                        f"they had made before while {new}")
-                ask = now + self.poll
-            time.sleep(nap)
-            nap = min(2 * nap, 0.01)   # a peer a moment behind is seen at once
-
-
-def _signature(key: CallKey, root: int, backend: str) -> str:
-    """The always-on check's view of a call: describe() of its key."""
-    redop = O.redop_name(key.redop) if key.redop is not None else ""
-    return describe(key.op, redop, key.dtype, key.nbytes, root, backend)
 
 
 def describe(op: str, redop: str, dtype: torch.dtype | None, nbytes: int, root: int,

@@ -129,6 +129,7 @@ KNOBS = (
     Knob("MCR_SUMMARY", "summary", _bool, "0", False),
     Knob("MCR_CHECK", "check", _bool, "0", True),
     Knob("MCR_CHECK_TIMEOUT_S", "check_timeout_s", _positive, "", False),
+    Knob("MCR_STALL_S", "stall_s", _positive, "10", False),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
     Knob("MCR_FSDP", "fsdp", _bool, "0", False),
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
@@ -171,6 +172,7 @@ class Config:
     summary: bool = False               # rank 0 prints the summary at teardown
     check: bool = False                 # compare each call across ranks
     check_timeout_s: float | None = None  # wait for peers' new-signature check (None: timeout_s)
+    stall_s: float = 10.0                 # a wait this long in one call is reported (mcr.stall)
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
     fsdp: bool = False                  # fully_shard installs mcr on what it shards
     mpi_cuda_aware: str = "auto"        # auto | 0 | 1

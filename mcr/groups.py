@@ -33,6 +33,10 @@ class Group:
     # Names the sequence of the always-on check: groups a backend builds for its own use
     # (hier's intra- and inter-node groups) have their own, whatever their ranks.
     tag: str = ""
+    # Collective calls made on it (point-to-point left out: two ranks take part, not all): in
+    # a correct program every member has made as many at the same point, so the stall watch
+    # and the always-on check tell a peer at another call of the same point by it.
+    calls: int = 0
 
     @property
     def size(self) -> int:

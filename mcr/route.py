@@ -18,6 +18,7 @@ from .backends import canonical as backends_canonical
 from .errors import MismatchError
 from .groups import Group
 from .session import group_of
+from .signature import signature
 from .streams import capturing as _capturing
 from .streams import raw_stream
 from .work import ON_COMPLETE, Work
@@ -98,12 +99,20 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
           0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
           rk, prof, forced, buffer, graph, root, even)
+    if op != O.P2P:
+        g.calls += 1
     hit = rt.fast.get(fk)
+    rt.latest = (fk, g, g.calls)
     if hit is None or rt.cfg.check:
         new = hit is None
         key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
                          prof, buffer, graph, g.span, even)
         hit = rt.dispatcher.entry(key, g, forced)
+        if new:
+            if len(rt.fast) >= 1 << 16:
+                rt.fast.clear()
+                rt.descs.clear()
+            rt.descs[fk] = signature(key, root, hit[0].name)
         # Point-to-point calls involve two ranks of the group, not all: nothing to compare.
         if op == O.P2P or g.size == 1:
             pass
@@ -111,8 +120,6 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
             checks.across_ranks(key, g, root, hit[0].name, offset)
         elif new:
             rt.signature_check(key, g, root, hit[0].name)   # a new kind of call: compare
-        if len(rt.fast) >= 1 << 16:
-            rt.fast.clear()
         rt.fast[fk] = hit
     n = hit[1]
     n[0] += 1

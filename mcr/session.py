@@ -14,13 +14,14 @@ import torch.distributed as tdist
 from . import backends as backends_mod
 from . import layout, report, runtime, waits
 from .backends.cuda import turns as rdv_turns
-from .checks import SignatureCheck
 from .config import Config, from_env
 from .dispatcher import Dispatcher
 from .errors import CallError
 from .groups import Group, Spec, numbered, ranks_name
 from .launch import Launch, discover, launched_by_mpi, rendezvous_env
 from .logger import CommsLogger
+from .signature import SignatureCheck
+from .stall import StallWatch
 
 _DIST_BACKENDS = ("gloo", "nccl", "rccl", "mpi")
 
@@ -135,6 +136,8 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
                                         cfg.check_timeout_s or cfg.timeout_s)
     rdv_turns.TURNS.check = rt.signature_check
+    if launch.world_size > 1:
+        rt.stall_watch = StallWatch(rt, cfg.stall_s)
     _register(rt, world)
     rt.by_pg[tdist.group.WORLD] = world
     return rt
@@ -199,6 +202,8 @@ def destroy_process_group(group: Any = None) -> None:
         backends_mod.release_group(rt.backends, g, world=False)
         return
     rdv_turns.TURNS.check = None   # this session's store keys end with it
+    if rt.stall_watch is not None:
+        rt.stall_watch.stop()
     try:
         rt.signature_check.leave(rt.launch.rank)   # peers waiting in it for this rank: no more
     except Exception:  # noqa: BLE001, S110 - the store's host is gone: nobody can wait in it

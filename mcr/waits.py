@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from .errors import McrError, McrTimeoutError, library_error
+from .errors import McrError, McrTimeoutError, MismatchError, library_error
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -22,6 +22,9 @@ PENDING = [0]
 _TIMEOUT_S = [600.0]
 # How often a long wait asks whether it is hopeless (a peer has left: backends.departures).
 CHECK_EVERY_S = 0.5
+# Set by the stall watch (mcr.stall) when a peer made another call at the point where this
+# rank waits: the wait is hopeless, and its error says why, naming both calls.
+STALL_NOTE = [""]
 
 
 def set_timeout(seconds: float) -> None:
@@ -39,8 +42,11 @@ def _progress() -> None:
         hook()
 
 
-def timeout_error(what: str, timeout: float) -> McrTimeoutError:
-    """The error of a call (`what`) that did not complete within `timeout` seconds."""
+def timeout_error(what: str, timeout: float) -> McrError:
+    """The error of a call (`what`) that did not complete within `timeout` seconds (a
+    MismatchError where the stall watch found a peer at another call)."""
+    if STALL_NOTE[0]:
+        return MismatchError(f"mcr: {what}: {STALL_NOTE[0]}")
     return McrTimeoutError(
         f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
         "group may not have called it, or ranks issued collectives in a different order "
@@ -52,6 +58,8 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
     McrTimeoutError, anything else as LibraryError."""
     if isinstance(e, McrError):
         return e
+    if STALL_NOTE[0]:   # the library gave up because the peer at another call left
+        return MismatchError(f"mcr: {what}: {STALL_NOTE[0]} (the library said: {e})")
     text = str(e).lower()
     if "timeout" in text or "timed out" in text:
         return timeout_error(what, secs)
@@ -86,7 +94,7 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
                 os.sched_yield()
             else:
                 time.sleep(2e-5 if waited < 1.0 else 1e-3)
-            if waited > timeout:
+            if waited > timeout or STALL_NOTE[0]:
                 raise timeout_error(what if isinstance(what, str) else what(), timeout)
             if check is not None and waited > next_check:
                 check()

@@ -246,3 +246,17 @@ def test_all_to_all_splits_that_disagree_are_an_error_on_every_rank_gloo():
     out = run_torchrun(2, "errors_worker.py", "uneven_splits", timeout=120)
     _expected(out, 2, "MismatchError")
     assert out.count("uneven all-to-all on gloo") == 2, out[-3000:]
+
+
+@pytest.mark.parametrize("launcher,n", [("mpi", 2), ("mpi", 4), ("torchrun", 2),
+                                        ("torchrun", 4)])
+def test_a_new_kind_of_call_against_an_old_one_names_both_within_a_minute(launcher, n):
+    """Default settings: one rank at a new kind of call, its peers at a kind made before, at
+    the same point. Every rank raises a MismatchError naming both calls, well within 60 s."""
+    out = (run_mpi(n, "errors_worker.py", "new_vs_old", timeout=120, check=False)
+           if launcher == "mpi" else
+           run_torchrun(n, "errors_worker.py", "new_vs_old", timeout=120, check=False))
+    assert sorted(int(r) for r in re.findall(r"rank (\d+): EXPECTED MismatchError", out)) == \
+        list(range(n)), out[-4000:]
+    took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
+    assert len(took) == n and max(took) < 30, out[-4000:]

@@ -28,7 +28,8 @@ def test_sdma_declines_by_key() -> None:
     assert "GPU tensors" in be.decline_key(_key("all_gather", 64, device="cpu"))
     served = Group(ranks=[0, 1], rank=0, handles={"sdma": object()})
     assert "does not implement all_reduce" in be.decline(_key("all_reduce", 64), served)
-    assert "equal-split" in be.decline_key(_key("all_to_all", -1))
+    assert "equal-split" in be.decline_key(_key("all_to_all", 4096)._replace(even=False))
+    assert be.decline_key(_key("all_to_all", 4096)) is None
     assert "integer" in be.decline_key(_key("reduce_scatter", 64, torch.int32,
                                             redop=tdist.ReduceOp.AVG))
     assert be.decline_key(_key("reduce_scatter", 64, redop=tdist.ReduceOp.SUM)) is None
@@ -182,8 +183,8 @@ def test_symmetric_rendezvous_counts_are_compared_first() -> None:
     import threading
 
     from mcr.backends.cuda.turns import RendezvousTurns
-    from mcr.checks import SignatureCheck
     from mcr.errors import CallError, McrTimeoutError
+    from mcr.signature import SignatureCheck
     master = tdist.TCPStore("127.0.0.1", 0, 3, True, wait_for_workers=False)
     stores = [master] + [tdist.TCPStore("127.0.0.1", master.port, 3, False) for _ in range(2)]
 

@@ -267,6 +267,22 @@ elif scenario == "no_mpi":
     t = torch.ones(3)
     dist.all_reduce(t)
     assert t.tolist() == [dist.get_world_size()] * 3
+elif scenario == "new_vs_old":
+    # With the default settings, rank 0 makes a new kind of call while its peers make one of a
+    # kind made before, at the same point: within MCR_STALL_S (10 s) and a second every rank
+    # gets a MismatchError naming both calls (it waited MCR_TIMEOUT_S, 600 s, naming neither).
+    dist.init_distributed(verbose=False)
+    dist.all_reduce(torch.ones(100))
+    t0 = time.monotonic()
+    mine, theirs = (200, 100) if rank == 0 else (100, 200)
+    expect(MismatchError, lambda: dist.all_reduce(torch.ones(mine)),
+           "made different calls at call 2 of the group", f"all_reduce sum of {mine} x float32",
+           f"all_reduce sum of {theirs} x float32")
+    took = time.monotonic() - t0
+    assert took < 60, f"the mismatch took {took:.0f} s to report"
+    print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
+    time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
+    os._exit(0)     # the peers' calls never complete: no orderly shutdown
 elif scenario == "uneven_splits":
     # All-to-all with split sizes: ranks whose sends and peers' receives disagree get an error
     # on every rank naming ranks and splits, also once the same calls have run before.

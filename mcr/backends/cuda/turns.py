@@ -18,7 +18,7 @@ class RendezvousTurns:
 
     def __init__(self) -> None:
         self.made = 0
-        self.check: Any = None   # the mcr session's checks.SignatureCheck (None: unchecked)
+        self.check: Any = None   # the mcr session's signature.SignatureCheck (None: unchecked)
 
     def before(self, group: str, rank: int, ranks: list[int]) -> None:
         """Compare this rank's count with the group's (collective over the group: every member
