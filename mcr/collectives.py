@@ -10,7 +10,7 @@ import torch.distributed as tdist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed import ReduceOp
 
-from . import checks, runtime
+from . import checks, nans, runtime
 from . import ops as O
 from .errors import CallError
 from .route import (
@@ -41,6 +41,10 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
     b = pick(O.ALL_REDUCE, g, t, t.nbytes, op, backend)
     c, after = (t, None) if t.is_contiguous() else readwrite(t)
     if op is not SUM:
+        if nans.applies(c, op):
+            buf = nans.flagged(c, op)
+            after = [nans.unflag(buf, c), *(after or [])]
+            c = buf
         c, op = reduction(b, c, op, inplace=True)
     w = b.all_reduce(c, op, g, sync=not async_op and not ON_COMPLETE)
     return finish(w, after, async_op, b) if after or async_op or w is not None else None
@@ -69,13 +73,19 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], op: Any = ReduceOp.SUM, gr
     op = redop_of(op, what)
     flat = _flatten_dense_tensors(ts)
     b = pick(O.ALL_REDUCE, g, flat, nbytes_of(flat), op, backend)
+    after = []
+    if nans.applies(flat, op):
+        buf = nans.flagged(flat, op)
+        after, flat_out, flat = [nans.unflag(buf, flat)], flat, buf
+    else:
+        flat_out = flat
     flat, op = reduction(b, flat, op, inplace=True)
 
     def unflatten() -> None:
-        for t, v in zip(ts, _unflatten_dense_tensors(flat, ts)):
+        for t, v in zip(ts, _unflatten_dense_tensors(flat_out, ts)):
             t.copy_(v)
     w = b.all_reduce(flat, op, g, sync=may_sync(async_op))
-    return finish(w, [unflatten], async_op, b)
+    return finish(w, [*after, unflatten], async_op, b)
 
 
 def all_gather_into_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
@@ -157,7 +167,12 @@ def reduce_scatter_tensor(output_tensor: torch.Tensor, tensor: torch.Tensor,
     op = redop_of(op, what)
     b = pick(O.REDUCE_SCATTER, g, inp, nbytes_of(inp), op, backend)
     o, after = writable(out)
-    inp, op = reduction(b, inp.contiguous(), op, inplace=False)
+    inp = inp.contiguous()
+    if nans.applies(inp, op):
+        inp, res = nans.flagged(inp, op, blocks=g.size), torch.empty(2 * o.numel(), dtype=o.dtype,
+                                                                      device=o.device)
+        after, o = [nans.unflag(res, o), *(after or [])], res
+    inp, op = reduction(b, inp, op, inplace=False)
     return finish(b.reduce_scatter(o, inp, op, g, sync=may_sync(async_op)), after, async_op, b)
 
 
@@ -263,6 +278,9 @@ def reduce(tensor: torch.Tensor, dst: int, op: Any = ReduceOp.SUM, group: Any = 
     op = redop_of(op, "reduce")
     b = pick(O.REDUCE, g, t, nbytes_of(t), op, backend, root=root)
     c, after = readwrite(t)
+    if nans.applies(c, op):
+        buf = nans.flagged(c, op)
+        after, c = ([nans.unflag(buf, c), *(after or [])] if g.rank == root else after), buf
     c, op = reduction(b, c, op, inplace=g.rank == root)   # other ranks keep their tensor
     return finish(b.reduce(c, op, root, g, sync=may_sync(async_op)), after, async_op, b)
 

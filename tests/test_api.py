@@ -123,3 +123,14 @@ def test_random_gpu_nccl_mpi():
     n = gpus()
     out = run_mpi(n, "random_worker.py", "--device", "cuda", "--backends", "nccl,mpi")
     _ok(out, n, "RANDOM OK 2000 ops")
+
+
+@pytest.mark.parametrize("launcher,n", [("mpi", 2), ("mpi", 4), ("torchrun", 2)])
+def test_special_values_give_torchs_answer_on_every_path(launcher, n):
+    """NaN, +-Inf, -0.0 under MAX and MIN, int32 sums that wrap: every CPU path (Gloo, MPI,
+    their lanes, the table's choice) gives torch's reduction of every rank's tensor."""
+    if launcher == "mpi":
+        out = run_mpi(n, "special_worker.py")
+    else:
+        out = run_torchrun(n, "special_worker.py", "--backends", "gloo,gloo_lanes2,auto")
+    _ok(out, n, "SPECIAL OK")
