@@ -8,7 +8,7 @@ N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 nvidia-smi -L | tee $OUT/gpus.txt
 R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
 M="mpirun -n $N --oversubscribe --allow-run-as-root"
-run() { local name=$1; shift; local t0=$(date +%s); timeout 300 "$@" > $OUT/$name.log 2>&1
+run() { local name=$1; shift; local t0=$(date +%s); timeout 120 "$@" > $OUT/$name.log 2>&1
         echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
 run moe $R examples/moe.py
 run tp $R examples/tensor_parallel.py
