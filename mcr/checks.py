@@ -16,10 +16,17 @@ from .ops import CallKey
 
 
 def tensor(t: Any, what: str, name: str = "tensor") -> torch.Tensor:
-    """t, or CallError naming the call and argument if it is not a tensor."""
+    """t as mcr writes it (plain()), or CallError naming the call and argument if it is not a
+    tensor."""
     if not isinstance(t, torch.Tensor):
         raise CallError(f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    return t
+    return t.detach() if t.requires_grad else t
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """t without autograd (its storage, its version counter): collectives write parameters and
+    their views in place as torch's do, where autograd would refuse an in-place write."""
+    return t.detach() if t.requires_grad else t
 
 
 def same(what: str, a: torch.Tensor, b: torch.Tensor, an: str, bn: str) -> None:

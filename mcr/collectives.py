@@ -36,6 +36,8 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
                debug: Any = None, *, backend: str | None = None) -> Work | None:
     """In-place all-reduce of tensor across group."""
     t = tensor if isinstance(tensor, torch.Tensor) else checks.tensor(tensor, "all_reduce")
+    if t.requires_grad:
+        t = t.detach()
     g = group_of(group, "all_reduce")
     op = redop_of(op, "all_reduce")
     b = pick(O.ALL_REDUCE, g, t, t.nbytes, op, backend)
@@ -83,7 +85,7 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], op: Any = ReduceOp.SUM, gr
 
     def unflatten() -> None:
         for t, v in zip(ts, _unflatten_dense_tensors(flat_out, ts)):
-            t.copy_(v)
+            t.copy_(v)   # ts: checks.tensor's, without autograd
     w = b.all_reduce(flat, op, g, sync=may_sync(async_op))
     return finish(w, [*after, unflatten], async_op, b)
 
@@ -122,7 +124,7 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any
 
     def split() -> None:
         for t, v in zip(tensor_list, flat.view(g.size, -1).unbind(0)):
-            t.copy_(v.view(t.shape))
+            checks.plain(t).copy_(v.view(t.shape))
     return finish(b.all_gather(flat, inp.contiguous(), g, sync=may_sync(async_op)), [split],
                 async_op, b)
 
@@ -151,7 +153,7 @@ def all_gather_coalesced(output_tensors: list[torch.Tensor], input_tensors: list
     def split() -> None:
         per_rank = flat_out.view(g.size, -1)
         for i, part in enumerate(per_rank.split(sizes, dim=1)):
-            output_tensors[i].view(g.size, -1).copy_(part)
+            checks.plain(output_tensors[i]).view(g.size, -1).copy_(part)
     w = b.all_gather(flat_out, flat_in, g, sync=may_sync(async_op))
     return finish(w, [split], async_op, b)
 
@@ -298,7 +300,7 @@ def gather(tensor: torch.Tensor, gather_list: list[torch.Tensor] | None = None, 
 
         def split() -> None:
             for o, v in zip(gather_list, flat.view(g.size, -1).unbind(0)):
-                o.copy_(v.view(o.shape))
+                checks.plain(o).copy_(v.view(o.shape))
         after = [split]
     b = pick(O.GATHER, g, t, nbytes_of(t) * g.size, None, backend, root=root)
     w = b.gather(flat, t.contiguous(), root, g, sync=may_sync(async_op))
