@@ -24,6 +24,8 @@ from .signature import SignatureCheck
 from .stall import StallWatch
 
 _DIST_BACKENDS = ("gloo", "nccl", "rccl", "mpi")
+# Sessions that started torch.distributed themselves in this process.
+_STARTED = [0]
 
 
 def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool = True,
@@ -60,9 +62,19 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
         torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
     if own_pg:
         rendezvous_env(launch, distributed_port)
+        _STARTED[0] += 1
+        store = None
+        if _STARTED[0] > 1:
+            # A later session in this process: torch names its groups from 0 again, so on the
+            # same store the new groups would read the old ones' keys (Gloo then waited on
+            # addresses that were gone). Its own prefix keeps each session's keys apart.
+            raw, _, _ = next(tdist.rendezvous(init_method or "env://", launch.rank,
+                                              launch.world_size, timeout=pg_timeout))
+            store = tdist.PrefixStore(f"mcr-session-{_STARTED[0]}", raw)
         tdist.init_process_group("cpu:gloo,cuda:nccl" if cuda else "gloo",
-                                 init_method=init_method, timeout=pg_timeout,
-                                 rank=launch.rank, world_size=launch.world_size)
+                                 init_method=None if store else init_method, store=store,
+                                 timeout=pg_timeout, rank=launch.rank,
+                                 world_size=launch.world_size)
     else:
         launch.rank, launch.world_size = tdist.get_rank(), tdist.get_world_size()
     try:

@@ -260,3 +260,12 @@ def test_a_new_kind_of_call_against_an_old_one_names_both_within_a_minute(launch
         list(range(n)), out[-4000:]
     took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
     assert len(took) == n and max(took) < 30, out[-4000:]
+
+
+@pytest.mark.parametrize("launcher", ["mpi", "torchrun"])
+def test_sessions_one_after_another_with_sub_groups(launcher):
+    """init, sub-groups, destroy, three times in one process (the second init hung at times
+    under torchrun, its groups reading the first session's keys)."""
+    out = (run_mpi(2, "errors_worker.py", "sessions", timeout=120) if launcher == "mpi" else
+           run_torchrun(2, "errors_worker.py", "sessions", timeout=120))
+    assert sorted(re.findall(r"rank (\d+): ERRORS OK", out)) == ["0", "1"], out[-3000:]

@@ -175,6 +175,20 @@ elif scenario == "reinit":
     dist.init_distributed(verbose=False)     # the same again: fine
     expect(CallError, lambda: dist.init_distributed(dist_backend="mpi"), "already initialized",
            "dist_backend")
+elif scenario == "sessions":
+    # mcr started and stopped three times in one process, each time with sub-groups (mcr's
+    # and torch's) in use: each session's groups must not read the last one's store keys.
+    import torch.distributed as tdist
+    for i in range(3):
+        dist.init_distributed(verbose=False)
+        mine, theirs = dist.new_group([0, 1]), tdist.new_group([0, 1])
+        dist.new_group([0])
+        for g in (None, mine, theirs):
+            t = torch.full((4,), float(rank + i))
+            dist.all_reduce(t, group=g)
+            assert t.tolist() == [float(1 + 2 * i)] * 4, (i, t)
+        dist.destroy_process_group()
+    dist.init_distributed(verbose=False)
 elif scenario == "bad_table":
     os.environ["MCR_TUNING_TABLE"] = os.path.join(tables_dir, "bad.yaml")
     expect(TableError, lambda: dist.init_distributed(verbose=False), "bad.yaml:")
