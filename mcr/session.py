@@ -133,10 +133,15 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     waits.set_timeout(cfg.timeout_s)
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
-    lay = layout.detect(cfg.local_size, launch.world_size, tdist.group.WORLD)
+    base = tdist.group.WORLD
+    if "gloo" not in tdist.get_backend(base):
+        # torch.distributed was started on a backend without Gloo (mcr's own, `mcr`): mcr's
+        # checks and host calls need a Gloo world of their own beside it.
+        base = tdist.new_group(backend="gloo", timeout=pg_timeout)
+    lay = layout.detect(cfg.local_size, launch.world_size, base)
     spec = Spec(ranks=list(range(launch.world_size)), me=launch.rank,
                 world_size=launch.world_size, timeout=pg_timeout, cuda=cuda,
-                pg=tdist.group.WORLD, layout=lay, name="world")
+                pg=base, layout=lay, name="world")
     world = backends_mod.bind_group(backends, spec, default_gpu)
     tables = runtime.load_tables_for(cfg, cuda, launch.world_size, lay.nodes)
     runtime.check_agreement(world, tables, cfg, cuda)
