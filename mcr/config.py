@@ -132,6 +132,7 @@ KNOBS = (
     Knob("MCR_STALL_S", "stall_s", _positive, "10", False),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
     Knob("MCR_FSDP", "fsdp", _bool, "0", False),
+    Knob("MCR_TORCH", "torch", _bool, "0", False),
     Knob("MCR_MPI_CUDA_AWARE", "mpi_cuda_aware", _choice("auto", "0", "1"), "auto", False),
     Knob("MCR_MPI_PINNED_MAX_BYTES", "mpi_pinned_max_bytes", _bytes, "1GiB", False),
     Knob("MCR_MPI_BLOCKING_BYTES", "mpi_blocking_bytes", _bytes, "2MiB", True),
@@ -175,6 +176,7 @@ class Config:
     stall_s: float = 10.0                 # a wait this long in one call is reported (mcr.stall)
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
     fsdp: bool = False                  # fully_shard installs mcr on what it shards
+    torch: bool = False                 # MCR_TORCH: init_process_group starts the mcr backend
     mpi_cuda_aware: str = "auto"        # auto | 0 | 1
     mpi_pinned_max_bytes: float = 2**30           # pinned staging cache bound
     mpi_blocking_bytes: float = 2 * 2**20         # blocking MPI collectives from here

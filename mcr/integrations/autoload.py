@@ -1,5 +1,5 @@
-"""`MCR_DEEPSPEED=1` and `MCR_FSDP=1`: DeepSpeed or FSDP2 through mcr with no change to the
-training script.
+"""`MCR_DEEPSPEED=1`, `MCR_FSDP=1` and `MCR_TORCH=1`: DeepSpeed, FSDP2 or every
+torch.distributed group through mcr with no change to the training script.
 
 mcr's install puts `mcr_autoload.pth` into site-packages; at interpreter start it imports this
 module only when one of the two is set (to anything but 0), and arm() then waits for the
@@ -67,7 +67,21 @@ def _fsdp(module: ModuleType) -> None:
     mcr_fsdp.auto(module)
 
 
-HOOKS = {"MCR_DEEPSPEED": ("deepspeed", _deepspeed), "MCR_FSDP": ("torch.distributed.fsdp", _fsdp)}
+def _torch(module: ModuleType) -> None:
+    # torch.distributed runs while torch itself is still importing: mcr (which imports torch)
+    # is imported at the script's first init_process_group, not now.
+    original = module.distributed_c10d._mcr_original = module.init_process_group
+
+    def init_process_group(*args: Any, **kwargs: Any) -> None:
+        from . import torch_backend
+        torch_backend.install()
+        return module.init_process_group(*args, **kwargs)
+    init_process_group.__doc__ = original.__doc__
+    module.init_process_group = module.distributed_c10d.init_process_group = init_process_group
+
+
+HOOKS = {"MCR_DEEPSPEED": ("deepspeed", _deepspeed), "MCR_FSDP": ("torch.distributed.fsdp", _fsdp),
+         "MCR_TORCH": ("torch.distributed", _torch)}
 
 
 def wanted(var: str) -> bool:

@@ -1,0 +1,63 @@
+"""The `mcr` torch.distributed backend: torch code (DDP, FSDP2 without mcr's hook, DTensor
+tensor parallelism, a 2-D FSDP2 x TP mesh) trains with the losses of plain Gloo, bit for bit,
+every call served by mcr; under mpirun with a table that mixes Gloo and MPI by size."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT, run_mpi, run_torchrun
+
+MIXED = str(ROOT / "tests" / "data" / "mixed_cpu_np2.yaml")
+
+
+def _losses(out: str, what: str, backend: str, n: int) -> list[str]:
+    got = dict(re.findall(rf"rank (\d+): LOSSES {what} {backend} (\[[^]]*\])", out))
+    assert sorted(int(r) for r in got) == list(range(n)), out[-3000:]
+    assert len(set(got.values())) == 1, got      # every rank saw the same mean losses
+    return got["0"]
+
+
+def _run(launcher: str, n: int, what: str, backend: str, env: dict[str, str]) -> str:
+    if launcher == "torchrun":
+        return run_torchrun(n, "torch_backend_worker.py", what, backend, env=env, timeout=180)
+    return run_mpi(n, "torch_backend_worker.py", what, backend, env=env, timeout=180)
+
+
+@pytest.mark.parametrize("launcher,n,what", [
+    ("torchrun", 2, "ddp"), ("torchrun", 2, "fsdp"), ("torchrun", 2, "tp"),
+    ("mpi", 2, "ddp"), ("mpi", 2, "fsdp"), ("mpi", 2, "tp"), ("mpi", 4, "mesh"),
+    ("torchrun", 4, "mesh")])
+def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
+    env = {"MCR_TUNING_TABLE": MIXED} if launcher == "mpi" and n == 2 else {}
+    plain = _losses(_run(launcher, n, what, "gloo", {}), what, "gloo", n)
+    out = _run(launcher, n, what, "mcr", env)
+    assert _losses(out, what, "mcr", n) == plain, out[-3000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
+    if env:   # the table mixes the two libraries by size: both served calls
+        assert re.search(r"\s+gloo\s+\d+", out) and re.search(r"\s+mpi\s+\d+", out), out[-3000:]
+
+
+def test_mcr_torch_sends_a_script_s_own_init_to_mcr():
+    """MCR_TORCH=1 and a script that never names mcr: its init_process_group("gloo") starts the
+    mcr backend (the start-up hook of regular installs)."""
+    plain = _losses(_run("torchrun", 2, "ddp", "gloo", {}), "ddp", "gloo", 2)
+    out = _run("torchrun", 2, "ddp", "env", {"MCR_TORCH": "1"})
+    assert _losses(out, "ddp", "mcr", 2) == plain, out[-3000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2) != "0", out[-3000:]
+
+
+@pytest.mark.parametrize("launcher,n", [("torchrun", 2), ("mpi", 4)])
+def test_torch_s_other_calls_on_the_mcr_backend(launcher, n):
+    """reduce, scatter, gather, all_to_all (list and uneven single), the object collectives,
+    send and a receive from any source, barrier: each checked on every rank; monitored_barrier
+    refused by torch itself (Gloo's alone), as the README says."""
+    out = _run(launcher, n, "calls", "mcr", {})
+    counts = dict(re.findall(r"rank (\d+): LOSSES calls mcr \['([^']*)'\]", out))
+    assert sorted(int(r) for r in counts) == list(range(n)), out[-3000:]
+    assert all(float.fromhex(c) >= 8 for c in counts.values()), counts
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2), out[-3000:]

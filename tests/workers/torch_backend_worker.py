@@ -1,0 +1,161 @@
+"""torch.distributed code on the `mcr` backend trains as on plain Gloo, bit for bit: DDP, FSDP2
+(no mcr hook), DTensor tensor parallelism (parallelize_module) and, on 4 ranks, a 2-D mesh
+(FSDP2 x TP). One workload a run, on plain Gloo or on the `mcr` backend (torch's default
+backend sent there by install()); each rank prints its losses exactly (float.hex), rank 0 of an
+mcr run the summary of what served it.
+
+    torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
+    mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as tdist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+if "OMPI_COMM_WORLD_RANK" in os.environ and "RANK" not in os.environ:
+    # A script started by mpirun sets torch's variables itself (mcr.comm.init_distributed does
+    # it for scripts that start through mcr).
+    from mpi4py import MPI
+
+    from mcr.launch import free_port
+    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
+                      WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"], MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(MPI.COMM_WORLD.bcast(free_port(), root=0)))
+
+
+class Block(torch.nn.Module):
+    """An MLP block: up (column-parallel under TP), down (row-parallel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(x)))
+
+
+def train(what: str) -> list[float]:
+    """Five steps of `what`; the losses averaged over ranks."""
+    rank, world = tdist.get_rank(), tdist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block())
+    tp = {"up": ColwiseParallel(), "down": RowwiseParallel()}
+    if what == "ddp":
+        model = DDP(model)
+    elif what == "fsdp":
+        for m in model:
+            fully_shard(m)
+        fully_shard(model)
+    elif what == "tp":
+        mesh = init_device_mesh("cpu", (world,))
+        for m in model:
+            parallelize_module(m, mesh, tp)
+    else:   # mesh: FSDP2 over dim 0, TP over dim 1
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        for m in model:
+            parallelize_module(m, mesh["tp"], tp)
+            fully_shard(m, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    dp_rank = rank if what in ("ddp", "fsdp") else rank // 2 if what == "mesh" else 0
+    gen = torch.Generator().manual_seed(1 + dp_rank)
+    losses = []
+    for _ in range(5):
+        x = torch.randn(8, 32, generator=gen)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        tdist.all_reduce(total)
+        losses.append(total.item() / world)
+    return losses
+
+
+def calls() -> list[float]:
+    """torch.distributed's other calls on the group, each checked against what it must give;
+    returns [number of checks]."""
+    rank, n = tdist.get_rank(), tdist.get_world_size()
+    checks = 0
+
+    def ok(cond: bool, what: str) -> None:
+        nonlocal checks
+        assert cond, f"rank {rank}: {what}"
+        checks += 1
+    t = torch.full((3,), float(rank))
+    tdist.reduce(t, dst=0)
+    ok(rank != 0 or t.tolist() == [n * (n - 1) / 2] * 3, "reduce")
+    got = torch.empty(2)
+    tdist.scatter(got, [torch.full((2,), float(i)) for i in range(n)] if rank == 0 else None, 0)
+    ok(got.tolist() == [float(rank)] * 2, "scatter")
+    outs = [torch.empty(2) for _ in range(n)] if rank == 0 else None
+    tdist.gather(torch.full((2,), float(rank)), outs, dst=0)
+    ok(rank != 0 or [o[0].item() for o in outs] == [float(i) for i in range(n)], "gather")
+    outs = [torch.empty(1) for _ in range(n)]
+    tdist.all_to_all(outs, [torch.full((1,), float(rank * n + i)) for i in range(n)])
+    ok([o.item() for o in outs] == [float(i * n + rank) for i in range(n)], "all_to_all")
+    sizes = [1 + (rank + p) % n for p in range(n)]          # symmetric: p sends me as many
+    out = torch.empty(sum(sizes))
+    tdist.all_to_all_single(out, torch.full((sum(sizes),), float(rank)), sizes, sizes)
+    ok(out.tolist() == [float(q) for q in range(n) for _ in range(sizes[q])], "uneven a2a")
+    objs = [None] * n
+    tdist.all_gather_object(objs, {"rank": rank})
+    ok(objs == [{"rank": i} for i in range(n)], "all_gather_object")
+    box = [{"from": rank}]
+    tdist.broadcast_object_list(box, src=n - 1)
+    ok(box == [{"from": n - 1}], "broadcast_object_list")
+    objs = [None] * n if rank == 0 else None
+    tdist.gather_object(rank * 3, objs, dst=0)
+    ok(rank != 0 or objs == [i * 3 for i in range(n)], "gather_object")
+    box = [None]
+    tdist.scatter_object_list(box, [f"to {i}" for i in range(n)] if rank == 0 else None, src=0)
+    ok(box == [f"to {rank}"], "scatter_object_list")
+    ring = torch.empty(2)                                   # every rank sends first: no wait
+    for w in tdist.batch_isend_irecv([tdist.P2POp(tdist.isend, torch.full((2,), float(rank)),
+                                                  (rank + 1) % n),
+                                      tdist.P2POp(tdist.irecv, ring, (rank - 1) % n)]):
+        w.wait()
+    ok(ring.tolist() == [float((rank - 1) % n)] * 2, "batch_isend_irecv ring")
+    if rank < 2:                                            # a pair: 0 sends, 1 receives
+        t = torch.full((4,), 7.0)
+        if rank == 0:
+            tdist.send(t, 1)
+        else:
+            t.zero_()
+            ok(tdist.recv(t) == 0 and t.tolist() == [7.0] * 4, "recv from any source")
+    tdist.barrier()
+    try:                       # torch runs it on Gloo alone: mcr.comm.monitored_barrier instead
+        tdist.monitored_barrier()
+    except ValueError as e:
+        ok("only implemented for GLOO" in str(e), f"monitored_barrier: {e}")
+    return [float(checks)]
+
+
+if __name__ == "__main__":
+    what, backend = sys.argv[1], sys.argv[2]
+    if backend == "mcr":
+        from mcr.integrations import torch_backend
+        torch_backend.install()
+        tdist.init_process_group()                 # torch's default backend: now mcr's
+        assert tdist.get_backend() == "mcr", tdist.get_backend()
+    elif backend == "env":                         # MCR_TORCH=1: the script knows no mcr
+        tdist.init_process_group("gloo")
+        assert tdist.get_backend() == "mcr", tdist.get_backend()
+        backend = "mcr"
+    else:
+        tdist.init_process_group(backend)
+    losses = calls() if what == "calls" else train(what)
+    rank = tdist.get_rank()
+    if backend == "mcr" and rank == 0:
+        import mcr.comm as dist
+        dist.log_summary()
+    tdist.destroy_process_group()
+    print(f"rank {rank}: LOSSES {what} {backend} {[float.hex(v) for v in losses]}", flush=True)
