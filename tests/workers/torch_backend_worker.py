@@ -2,7 +2,8 @@
 (no mcr hook), DTensor tensor parallelism (parallelize_module) and, on 4 ranks, a 2-D mesh
 (FSDP2 x TP). One workload a run, on plain Gloo or on the `mcr` backend (torch's default
 backend sent there by install()); each rank prints its losses exactly (float.hex), rank 0 of an
-mcr run the summary of what served it.
+mcr run the summary of what served it. A third argument `cuda` runs it on GPUs (plain is
+then `nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
     mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
@@ -42,11 +43,14 @@ class Block(torch.nn.Module):
         return x + self.down(torch.relu(self.up(x)))
 
 
+DEVICE = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+
+
 def train(what: str) -> list[float]:
     """Five steps of `what`; the losses averaged over ranks."""
     rank, world = tdist.get_rank(), tdist.get_world_size()
     torch.manual_seed(0)
-    model = torch.nn.Sequential(Block(), Block())
+    model = torch.nn.Sequential(Block(), Block()).to(DEVICE)
     tp = {"up": ColwiseParallel(), "down": RowwiseParallel()}
     if what == "ddp":
         model = DDP(model)
@@ -55,11 +59,11 @@ def train(what: str) -> list[float]:
             fully_shard(m)
         fully_shard(model)
     elif what == "tp":
-        mesh = init_device_mesh("cpu", (world,))
+        mesh = init_device_mesh(DEVICE, (world,))
         for m in model:
             parallelize_module(m, mesh, tp)
     else:   # mesh: FSDP2 over dim 0, TP over dim 1
-        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        mesh = init_device_mesh(DEVICE, (world // 2, 2), mesh_dim_names=("dp", "tp"))
         for m in model:
             parallelize_module(m, mesh["tp"], tp)
             fully_shard(m, mesh=mesh["dp"])
@@ -69,7 +73,7 @@ def train(what: str) -> list[float]:
     gen = torch.Generator().manual_seed(1 + dp_rank)
     losses = []
     for _ in range(5):
-        x = torch.randn(8, 32, generator=gen)
+        x = torch.randn(8, 32, generator=gen).to(DEVICE)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -141,6 +145,9 @@ def calls() -> list[float]:
 
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get(
+            "OMPI_COMM_WORLD_LOCAL_RANK", "0"))))
     if backend == "mcr":
         from mcr.integrations import torch_backend
         torch_backend.install()
