@@ -61,3 +61,27 @@ def test_torch_s_other_calls_on_the_mcr_backend(launcher, n):
     assert all(float.fromhex(c) >= 8 for c in counts.values()), counts
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2), out[-3000:]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_hf_tp_plan_generates_the_tokens_of_plain_gloo(tmp_path, launcher):
+    """A tiny random-init HF Llama with tp_plan="auto": transformers starts torch.distributed
+    itself; with the backend installed that start is mcr's, and greedy decoding gives the
+    tokens plain Gloo gives, every collective served by mcr."""
+    import torch
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                   max_position_embeddings=64)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "llama")
+    runner = run_torchrun if launcher == "torchrun" else run_mpi
+    tokens = {}
+    for mode in ("plain", "mcr"):
+        out = runner(2, "hf_tp_worker.py", mode, str(tmp_path / "llama"), timeout=300)
+        got = dict(re.findall(rf"rank (\d+): TOKENS {mode} (\[[^]]*\])", out))
+        assert sorted(got) == ["0", "1"] and len(set(got.values())) == 1, out[-3000:]
+        tokens[mode] = got["0"]
+    assert tokens["mcr"] == tokens["plain"], tokens
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2) != "0", out[-3000:]

@@ -113,3 +113,20 @@ def same_losses(rank: int, plain: list[float], ours: list[float], rtol: float = 
     diff = [(i, a, b) for i, (a, b) in enumerate(zip(plain, ours)) if abs(a - b) > rtol * abs(a)]
     assert not diff, f"rank {rank}: losses differ (rtol {rtol}) at steps {diff[:5]}"
     assert len(plain) == len(ours) and all(np.isfinite(plain + ours)), (plain, ours)
+
+
+def torch_env_from_mpi() -> None:
+    """Under mpirun, set the variables torch's (and transformers') own init_process_group
+    reads, as a script that does not start through mcr must (mcr.comm.init_distributed does it
+    for the rest)."""
+    import os
+    if "OMPI_COMM_WORLD_RANK" not in os.environ or "RANK" in os.environ:
+        return
+    from mpi4py import MPI
+
+    from mcr.launch import free_port
+    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
+                      WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"],
+                      LOCAL_RANK=os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+                      MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(MPI.COMM_WORLD.bcast(free_port(), root=0)))

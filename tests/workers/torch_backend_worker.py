@@ -21,15 +21,10 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-if "OMPI_COMM_WORLD_RANK" in os.environ and "RANK" not in os.environ:
-    # A script started by mpirun sets torch's variables itself (mcr.comm.init_distributed does
-    # it for scripts that start through mcr).
-    from mpi4py import MPI
+sys.path.insert(0, os.path.dirname(__file__))
+from common import torch_env_from_mpi  # noqa: E402
 
-    from mcr.launch import free_port
-    os.environ.update(RANK=os.environ["OMPI_COMM_WORLD_RANK"],
-                      WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"], MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(MPI.COMM_WORLD.bcast(free_port(), root=0)))
+torch_env_from_mpi()
 
 
 class Block(torch.nn.Module):
