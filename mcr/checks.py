@@ -20,7 +20,7 @@ def tensor(t: Any, what: str, name: str = "tensor") -> torch.Tensor:
     tensor."""
     if not isinstance(t, torch.Tensor):
         raise CallError(f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    return t.detach() if t.requires_grad else t
+    return plain(t)
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:
@@ -109,7 +109,7 @@ def uneven_splits(what: str, g: Group, in_counts: list[int], out_counts: list[in
                          f"{[c // row for c in sends[r].tolist()]}, output_split_sizes "
                          f"{[c // row for c in recvs[r].tolist()]}" for r in range(n))
         raise MismatchError(f"{what}: split sizes disagree across group {g.ranks}: "
-                        f"{'; '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} ({rows})")
+                            f"{'; '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} ({rows})")
     block = int(sends.max()) * dtype.itemsize
     if bool((sends == sends[0, 0]).all()):
         return n * block, True

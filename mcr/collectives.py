@@ -36,7 +36,7 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
                debug: Any = None, *, backend: str | None = None) -> Work | None:
     """In-place all-reduce of tensor across group."""
     t = tensor if isinstance(tensor, torch.Tensor) else checks.tensor(tensor, "all_reduce")
-    if t.requires_grad:
+    if t.requires_grad:      # checks.plain, inline on the hot path
         t = t.detach()
     g = group_of(group, "all_reduce")
     op = redop_of(op, "all_reduce")

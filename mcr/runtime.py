@@ -49,8 +49,8 @@ class Runtime:
     # (backend, [calls, bytes]), the dispatcher's entry for it.
     fast: dict[tuple, tuple[Backend, list[int]]] = field(default_factory=dict)
     signature_check: Any = None   # signature.SignatureCheck, the always-on cross-rank check
-    # The latest call (decision-cache key, backend, group, its index in the group), for the
-    # stall watch (mcr.stall); and how each cached kind of call reads in its messages.
+    # The latest call (decision-cache key, group, its index in the group), for the stall watch
+    # (mcr.stall); and how each cached kind of call reads in its messages.
     latest: Any = None
     stall_watch: Any = None       # stall.StallWatch (None on one rank)
     descs: dict[tuple, str] = field(default_factory=dict)

@@ -134,9 +134,9 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
     base = tdist.group.WORLD
-    if "gloo" not in tdist.get_backend(base):
-        # torch.distributed was started on a backend without Gloo (mcr's own, `mcr`): mcr's
-        # checks and host calls need a Gloo world of their own beside it.
+    if tdist.get_backend(base) == "mcr":
+        # torch.distributed was started on mcr's own backend (mcr.integrations.torch_backend),
+        # whose calls are mcr's: mcr's checks and libraries need a Gloo world beside it.
         base = tdist.new_group(backend="gloo", timeout=pg_timeout)
     lay = layout.detect(cfg.local_size, launch.world_size, base)
     spec = Spec(ranks=list(range(launch.world_size)), me=launch.rank,

@@ -45,8 +45,9 @@ def _progress() -> None:
 def timeout_error(what: str, timeout: float) -> McrError:
     """The error of a call (`what`) that did not complete within `timeout` seconds (a
     MismatchError where the stall watch found a peer at another call)."""
-    if STALL_NOTE[0]:
-        return MismatchError(f"mcr: {what}: {STALL_NOTE[0]}")
+    note, STALL_NOTE[0] = STALL_NOTE[0], ""    # told once: the next call is not hopeless
+    if note:
+        return MismatchError(f"mcr: {what}: {note}")
     return McrTimeoutError(
         f"mcr: {what} did not complete within {timeout:g} s (MCR_TIMEOUT_S). A rank of the "
         "group may not have called it, or ranks issued collectives in a different order "
@@ -58,8 +59,9 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
     McrTimeoutError, anything else as LibraryError."""
     if isinstance(e, McrError):
         return e
-    if STALL_NOTE[0]:   # the library gave up because the peer at another call left
-        return MismatchError(f"mcr: {what}: {STALL_NOTE[0]} (the library said: {e})")
+    note, STALL_NOTE[0] = STALL_NOTE[0], ""
+    if note:   # the library gave up because the peer at another call left
+        return MismatchError(f"mcr: {what}: {note} (the library said: {e})")
     text = str(e).lower()
     if "timeout" in text or "timed out" in text:
         return timeout_error(what, secs)
