@@ -6,10 +6,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 CK=/tmp/hf8b
-python3 lab/probes/hf_tp_decode.py make $CK 8 > $OUT/make.log 2>&1 || { tail $OUT/make.log; exit 1; }
+[ -d $CK ] || python3 lab/probes/hf_tp_decode.py make $CK 8 > $OUT/make.log 2>&1 || { tail $OUT/make.log; exit 1; }
 R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
 i=0
-for m in nccl mcr mcr nccl nccl mcr mcr nccl nccl mcr; do
+for m in ${ORDER:-nccl mcr mcr nccl nccl mcr mcr nccl nccl mcr}; do
   i=$((i+1))
   timeout 100 $R lab/probes/hf_tp_decode.py $m $CK > $OUT/run_${i}_$m.log 2>&1
   echo "$i $m rc=$? $(grep -h RESULT $OUT/run_${i}_$m.log)" | tee -a $OUT/results.txt

@@ -58,7 +58,14 @@ def install() -> None:
     c10d._mcr_original = original  # type: ignore[attr-defined]
 
     def init_process_group(backend: str | None = None, *args: Any, **kwargs: Any) -> None:
-        return original(NAME if backend in STANDARD else backend, *args, **kwargs)
+        if backend in STANDARD or backend == NAME:
+            backend = NAME
+            # torch connects a group bound to a device eagerly through its C++ backend, which
+            # a Python group has none of (transformers binds one): the device is set instead.
+            device = kwargs.pop("device_id", None)
+            if device is not None and torch.cuda.is_available():
+                torch.cuda.set_device(device)
+        return original(backend, *args, **kwargs)
     init_process_group.__doc__ = original.__doc__
     init_process_group._mcr = True  # type: ignore[attr-defined]
     c10d.init_process_group = tdist.init_process_group = init_process_group
