@@ -3,12 +3,14 @@
 code that only knows torch.distributed (DDP, FSDP2, DTensor tensor parallelism and its
 functional collectives, DeviceMesh) is served by mcr's tables. `install()` also sends a
 script's own `init_process_group()` with torch's default or a standard backend to `mcr`;
-`MCR_TORCH=1` does that with no change to the script. mcr itself starts at the world's first
-collective (or at `mcr.comm.init_distributed()`), with Gloo/NCCL groups of its own beside this.
+`MCR_TORCH=1` does that with no change to the script. mcr itself starts inside that
+init_process_group (after register() alone, at the first collective), with Gloo/NCCL groups of
+its own beside this one.
 
-Every call completes before it returns (the Work handed back is done, its future set): DDP's
-overlap of gradient all-reduces with the backward pass is lost on host libraries (on GPUs a
-stream-ordered library's call returns once enqueued, as torch's does)."""
+Every collective completes before it returns (the Work handed back is done, its future set):
+DDP's overlap of gradient all-reduces with the backward pass is lost on host libraries (on GPUs
+a stream-ordered library's call returns once enqueued, as torch's does). Point-to-point calls
+are under way when they return, so a batch in which every rank sends first does not wait."""
 
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ import torch.distributed as tdist
 import mcr.comm as dist
 
 NAME = "mcr"
-
-
 # Backend strings a script's init_process_group may name that install() sends to mcr: torch's
 # default (None) and the standard libraries mcr serves itself.
 STANDARD = (None, "gloo", "nccl", "cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo")
@@ -65,6 +65,11 @@ def install() -> None:
             device = kwargs.pop("device_id", None)
             if device is not None and torch.cuda.is_available():
                 torch.cuda.set_device(device)
+            original(backend, *args, **kwargs)
+            # Every rank is here together: mcr starts now, not at a first call that some
+            # ranks might make on a sub-group without the others.
+            dist.init_distributed(verbose=False)
+            return None
         return original(backend, *args, **kwargs)
     init_process_group.__doc__ = original.__doc__
     init_process_group._mcr = True  # type: ignore[attr-defined]
@@ -154,7 +159,8 @@ class McrProcessGroup(tdist.ProcessGroup):
         return NAME
 
     def _g(self) -> Any:
-        """mcr's group for these ranks (mcr started first, at the world's first call)."""
+        """mcr's group for these ranks (mcr started first if init_process_group did not:
+        register() alone starts it at the first call, which every rank must make)."""
         if not dist.is_initialized():
             dist.init_distributed(verbose=False)
         if self._mcr_group is None:
