@@ -28,8 +28,8 @@ if mode == "make":
 if mode == "mcr":
     from mcr.integrations import torch_backend
     torch_backend.install()
-import torch.distributed as tdist
-from transformers import AutoModelForCausalLM
+import torch.distributed as tdist  # noqa: E402 - after install(), which patches it
+from transformers import AutoModelForCausalLM  # noqa: E402
 
 model = AutoModelForCausalLM.from_pretrained(path, tp_plan="auto", dtype=torch.bfloat16)
 model.generation_config.pad_token_id = 0
@@ -39,6 +39,7 @@ for batch in (1, 16):
                            generator=torch.Generator("cuda").manual_seed(0))
 
     def gen(n: int) -> float:
+        """Seconds to generate n new tokens."""
         torch.cuda.synchronize()
         tdist.barrier()
         t0 = time.perf_counter()
