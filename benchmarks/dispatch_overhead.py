@@ -8,7 +8,11 @@ its torch reference (sync against sync, async+wait against async+wait).
 CPU (default): a 1-element float32 all_reduce on Gloo, forced (backend="gloo") and auto. Gloo's
 own time on a loaded 2-core host swings by tens of microseconds, which buries a microsecond, so
 a second block times the same calls with a no-op ProcessGroup standing in for Gloo (a stand-in:
-it isolates the host cost of the Python on each side of the library call, and is named so).
+it isolates the host cost of the Python on each side of the library call, and is named so;
+mcr's cross-rank guard, mcr.guard, runs as it would on Gloo: a board in shared memory).
+
+`--changing CALLS`: a job whose message size changes every call, each size a new kind of call
+to mcr, against Gloo (and, under mpirun, MPI) called directly.
 
 `--deepspeed`: the calls ZeRO-3 makes most, through deepspeed.comm's own functions against the
 same functions once mcr.integrations.deepspeed.install() has replaced them, side by side
@@ -193,6 +197,48 @@ def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
     return v
 
 
+def _changing_sizes(pg: Any, rounds: int, n_calls: int) -> None:
+    """A job whose message size changes every call: n_calls all-reduces of 1..n_calls
+    float32 elements, each size once, through mcr (Gloo, MPI where launched by mpirun) and
+    through the library directly (torch's Gloo call; mpi4py's Allreduce); blocks alternated
+    A/B/B/A over `rounds` pairs, the median per call of each and of the ratio. mcr's decision
+    caches are emptied before each block: every call is a new kind of call to mcr (in the
+    first round its size classes are new too, and compared through the store)."""
+    ts = [torch.ones(k) for k in range(1, n_calls + 1)]
+    variants: dict[str, Callable[[], Any]] = {
+        "gloo directly (torch.distributed)": lambda: [tdist.all_reduce(t, group=pg) for t in ts],
+        "mcr backend=gloo": lambda: [dist.all_reduce(t, backend="gloo") for t in ts]}
+    pairs = [("mcr backend=gloo", "gloo directly (torch.distributed)")]
+    if "mpi" in runtime.get().world.handles:
+        from mpi4py import MPI
+        comm, bufs = MPI.COMM_WORLD, [t.numpy() for t in ts]
+        variants["MPI directly (mpi4py)"] = lambda: [comm.Allreduce(MPI.IN_PLACE, b, MPI.SUM)
+                                                    for b in bufs]
+        variants["mcr backend=mpi"] = lambda: [dist.all_reduce(t, backend="mpi") for t in ts]
+        pairs.append(("mcr backend=mpi", "MPI directly (mpi4py)"))
+    rt = runtime.get()
+    res: dict[str, list[float]] = {k: [] for k in variants}
+    names = list(variants)
+    for r in range(rounds):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            rt.fast.clear()                       # every size a new kind of call to mcr
+            rt.dispatcher.set_tables(rt.tables)
+            tdist.barrier(group=pg)
+            res[k].append(_time(variants[k], 1, lambda: None) / n_calls * 1e6)
+    if dist.get_rank() == 0:
+        print(f"# a new size every call: {n_calls} all-reduces of 1..{n_calls} float32, "
+              f"{dist.get_world_size()} ranks, {rounds} rounds; every call a new kind to mcr "
+              "(its caches emptied before each block; size classes new in the first round)")
+        for k, v in res.items():
+            print(f"  {k:<40} first round {v[0]:8.1f} us/call, later rounds median "
+                  f"{statistics.median(v[1:]):8.1f}")
+        for a, b in pairs:
+            ratio = [x / y for x, y in zip(res[a], res[b])]
+            print(f"  {a} / {b}: first round {ratio[0]:.2f}x, later median "
+                  f"{statistics.median(ratio[1:]):.2f}x [{min(ratio[1:]):.2f}-"
+                  f"{max(ratio[1:]):.2f}]", flush=True)
+
+
 def _measure(title: str, variants: Variants, rounds: int, reps: int,
              sync: Callable[[], Any]) -> dict[str, list[float]]:
     for fn, _ in variants.values():
@@ -229,6 +275,9 @@ def main() -> None:
                     help="ZeRO-3's calls through deepspeed.comm, DeepSpeed's own against mcr's")
     ap.add_argument("--fsdp", action="store_true",
                     help="FSDP2's calls through its own comm objects against mcr's")
+    ap.add_argument("--changing", type=int, metavar="CALLS", default=0,
+                    help="instead: a job whose size changes every call (CALLS all-reduces of "
+                         "1..CALLS floats), mcr against the library called directly")
     ap.add_argument("--profile", action="store_true",
                     help="then print rank 0's cProfile of each variant, references included "
                          "(top 16 by own time)")
@@ -239,6 +288,10 @@ def main() -> None:
     head = f"{n} rank(s), {args.rounds} rounds x {args.reps} calls, torch {torch.__version__}"
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     lib = "nccl" if args.device == "cuda" else "gloo"
+    if args.changing:
+        _changing_sizes(rt.world.handles["gloo"], max(3, args.rounds), args.changing)
+        dist.destroy_process_group()
+        return
     if args.deepspeed:
         variants = _deepspeed_pairs(_deepspeed_functions(lib), n, rt.world.handles[lib],
                                     args.device)

@@ -10,7 +10,7 @@ import torch.distributed as tdist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from torch.distributed import ReduceOp
 
-from . import checks, nans, runtime
+from . import checks, guard, nans, runtime
 from . import ops as O
 from .errors import CallError
 from .route import (
@@ -48,6 +48,10 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
             after = [nans.unflag(buf, c), *(after or [])]
             c = buf
         c, op = reduction(b, c, op, inplace=True)
+    inline = guard.take_inline()
+    if inline is not None:
+        w, check = guard.all_reduce(*inline, b, c, op, g, not async_op and not ON_COMPLETE)
+        return finish(w, [check, *(after or [])], async_op, b)
     w = b.all_reduce(c, op, g, sync=not async_op and not ON_COMPLETE)
     return finish(w, after, async_op, b) if after or async_op or w is not None else None
 
@@ -86,6 +90,10 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], op: Any = ReduceOp.SUM, gr
     def unflatten() -> None:
         for t, v in zip(ts, _unflatten_dense_tensors(flat_out, ts)):
             t.copy_(v)   # ts: checks.tensor's, without autograd
+    inline = guard.take_inline()
+    if inline is not None:
+        w, check = guard.all_reduce(*inline, b, flat, op, g, may_sync(async_op))
+        return finish(w, [check, *after, unflatten], async_op, b)
     w = b.all_reduce(flat, op, g, sync=may_sync(async_op))
     return finish(w, [*after, unflatten], async_op, b)
 

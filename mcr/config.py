@@ -130,6 +130,7 @@ KNOBS = (
     Knob("MCR_CHECK", "check", _bool, "0", True),
     Knob("MCR_CHECK_TIMEOUT_S", "check_timeout_s", _positive, "", False),
     Knob("MCR_STALL_S", "stall_s", _positive, "10", False),
+    Knob("MCR_GUARD", "guard", _choice("auto", "data", "0"), "auto", True),
     Knob("MCR_DEEPSPEED", "deepspeed", _bool, "0", False),
     Knob("MCR_FSDP", "fsdp", _bool, "0", False),
     Knob("MCR_TORCH", "torch", _bool, "0", False),
@@ -174,6 +175,7 @@ class Config:
     check: bool = False                 # compare each call across ranks
     check_timeout_s: float | None = None  # wait for peers' new-signature check (None: timeout_s)
     stall_s: float = 10.0                 # a wait this long in one call is reported (mcr.stall)
+    guard: str = "auto"                 # auto | data | 0: how host-library calls are compared
     deepspeed: bool = False             # route DeepSpeed through mcr at its import
     fsdp: bool = False                  # fully_shard installs mcr on what it shards
     torch: bool = False                 # MCR_TORCH: init_process_group starts the mcr backend

@@ -37,6 +37,8 @@ class Group:
     # a correct program every member has made as many at the same point, so the stall watch
     # and the always-on check tell a peer at another call of the same point by it.
     calls: int = 0
+    # mcr.board.Board of a one-node group once its first guarded call opened it (False: none).
+    board: Any = None
 
     @property
     def size(self) -> int:

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as tdist
 from torch.distributed import ReduceOp
 
-from . import checks, runtime
+from . import checks, guard, runtime
 from . import ops as O
 from .backends import STREAM, Backend
 from .backends import canonical as backends_canonical
@@ -21,6 +21,7 @@ from .session import group_of
 from .signature import signature
 from .streams import capturing as _capturing
 from .streams import raw_stream
+from .waits import STALL_NOTE
 from .work import ON_COMPLETE, Work
 
 UNKNOWN = -1  # message size of calls with no rank-invariant size (objects)
@@ -103,24 +104,16 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
         g.calls += 1
     hit = rt.fast.get(fk)
     rt.latest = (fk, g, g.calls)
+    if STALL_NOTE[0]:          # the stall watch's note was about the call before
+        STALL_NOTE[0] = ""
     if hit is None or rt.cfg.check:
-        new = hit is None
-        key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
-                         prof, buffer, graph, g.span, even)
-        hit = rt.dispatcher.entry(key, g, forced)
-        if new:
-            if len(rt.fast) >= 1 << 16:
-                rt.fast.clear()
-                rt.descs.clear()
-            rt.descs[fk] = signature(key, root, hit[0].name)
-        # Point-to-point calls involve two ranks of the group, not all: nothing to compare.
-        if op == O.P2P or g.size == 1:
-            pass
-        elif rt.cfg.check:
-            checks.across_ranks(key, g, root, hit[0].name, offset)
-        elif new:
-            rt.signature_check(key, g, root, hit[0].name)   # a new kind of call: compare
-        rt.fast[fk] = hit
+        hit = _first(rt, fk, op, g, t, nbytes, redop, forced, prof, buffer, graph, root, offset,
+                     even, hit)
+    gd = hit[2]
+    if gd is None:
+        guard.CURRENT[0] = None
+    else:
+        guard.start(gd, g)
     n = hit[1]
     n[0] += 1
     if moved >= 0:
@@ -128,6 +121,47 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     elif nbytes > 0:
         n[1] += nbytes
     return hit[0]
+
+
+def _first(rt: Any, fk: tuple, op: str, g: Group, t: torch.Tensor | None, nbytes: int,
+           redop: Any, forced: str | None, prof: str, buffer: str, graph: bool, root: int,
+           offset: int, even: bool, hit: Any) -> tuple[Backend, list[int], Any]:
+    """pick's decision for a call its cache does not hold (or every call, MCR_CHECK): the
+    dispatcher's backend, its counters and the kind's guard; the call compared across its
+    group where the guard does not carry it (MCR_CHECK: every call, in full)."""
+    new = hit is None
+    key = O.make_key(op, g.size, nbytes, None if t is None else t.dtype, device_of(t), redop,
+                     prof, buffer, graph, g.span, even)
+    b, n = rt.dispatcher.entry(key, g, forced)
+    gd = None if new else hit[2]
+    if new:
+        if len(rt.fast) >= 1 << 16:
+            rt.fast.clear()
+            rt.descs.clear()
+            rt.guard_classes.clear()
+        desc = rt.descs[fk] = signature(key, root, b.name)
+        if rt.cfg.guard != "0" and not rt.cfg.check:
+            gd = guard.make(key, g, b, desc, rt.cfg.guard)
+    # Point-to-point calls involve two ranks of the group, not all: nothing to compare.
+    if op == O.P2P or g.size == 1:
+        pass
+    elif rt.cfg.check:
+        checks.across_ranks(key, g, root, b.name, offset)
+    elif new:
+        # A new kind of call is compared through the store before any library runs it, once
+        # per size class where the guard compares each call (ranks whose sizes differ within a
+        # class part in the library, and the guard or the stall watch names both calls).
+        ck = (*fk[:2], guard.size_class(nbytes), *fk[3:])
+        if gd is None or ck not in rt.guard_classes:
+            rt.signature_check(key, g, root, b.name)
+            if gd is not None:
+                rt.guard_classes.add(ck)
+                if g.board is None:    # every rank is here: its first guarded call
+                    g.board = guard.open_board(g, rt.cfg.guard) or False
+                    if not g.board and not gd.inline:
+                        gd = None      # no board after all: the store compares each kind
+    hit = rt.fast[fk] = (b, n, gd)
+    return hit
 
 
 _DEFAULT_STREAMS: dict[int, int] = {}   # device index -> its default stream's handle

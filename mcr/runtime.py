@@ -46,14 +46,16 @@ class Runtime:
     init_args: tuple = ()       # what init_distributed was called with (a second call must agree)
     by_pg: dict[Any, Group] = field(default_factory=dict)
     # mcr.comm's decision cache: a plain tuple of what a call's decision depends on ->
-    # (backend, [calls, bytes]), the dispatcher's entry for it.
-    fast: dict[tuple, tuple[Backend, list[int]]] = field(default_factory=dict)
+    # (backend, [calls, bytes], mcr.guard.Guard or None), the dispatcher's entry and the guard.
+    fast: dict[tuple, tuple[Backend, list[int], Any]] = field(default_factory=dict)
     signature_check: Any = None   # signature.SignatureCheck, the always-on cross-rank check
     # The latest call (decision-cache key, group, its index in the group), for the stall watch
     # (mcr.stall); and how each cached kind of call reads in its messages.
     latest: Any = None
     stall_watch: Any = None       # stall.StallWatch (None on one rank)
     descs: dict[tuple, str] = field(default_factory=dict)
+    # Kinds of guarded call (mcr.guard) compared through the store, by size class.
+    guard_classes: set[tuple] = field(default_factory=set)
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's
     # life, like the buffers): outputs inside them are keyed buffer="symmetric".
     symmetric: Spans[None] = field(default_factory=Spans)

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
-from . import layout, report, runtime, waits
+from . import guard, layout, report, runtime, waits
 from .backends.cuda import turns as rdv_turns
 from .config import Config, from_env
 from .dispatcher import Dispatcher
@@ -153,6 +153,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     rt.signature_check = SignatureCheck(tdist.distributed_c10d._get_default_store(),
                                         cfg.check_timeout_s or cfg.timeout_s)
     rdv_turns.TURNS.check = rt.signature_check
+    guard.STORE[0], guard.STALL_S[0] = rt.signature_check, cfg.stall_s
     if launch.world_size > 1:
         rt.stall_watch = StallWatch(rt, cfg.stall_s)
     _register(rt, world)

@@ -120,6 +120,23 @@ class SignatureCheck:
                     return f"rank {r} made a new kind of call, {sig}"
         return None
 
+    def peer_elsewhere(self, tag: str, ranks: tuple[int, ...], me: int, call: int, what: str
+                       ) -> str | None:
+        """A peer of the group that waits in another call than `what` at this call index, or
+        whose guard found the ranks' calls differ there (mcr.guard writes its call), as `rank
+        R waits in CALL`; None if there is none."""
+        group = _group_key(tag, ranks)
+        for i, r in enumerate(ranks):
+            if i == me:
+                continue
+            parted = f"{self.root}parted/{group}/{call}/{i}"
+            if self.store.check([parted]):
+                return f"rank {r} made {self.store.get(parted).decode()}"
+            there = self.waiting_in(r)
+            if there is not None and there[0] == group and there[2] == call and there[1] != what:
+                return f"rank {r} waits in {there[1]}"
+        return None
+
     def _wait(self, names: list[str], ranks: tuple[int, ...], what: Callable[[], str],
               new: str, group: str, call: int) -> None:
         """Poll for every rank's key; now and then ask who left without setting one, or waits

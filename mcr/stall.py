@@ -2,8 +2,10 @@
 MCR_STALL_S. It then says so once, on this rank, with what each rank of the call's group is
 doing as far as they have said; writes it in torch's store, where a peer waiting at a new kind
 of call at the same point reads it and raises a MismatchError naming both calls; and looks
-whether a peer of the group made a new kind of call at this same point, which makes this
-rank's wait hopeless (waits.STALL_NOTE: its error names both calls)."""
+whether a peer of the group made a new kind of call at this same point, waits in another call
+there (ranks whose sizes straddle a table boundary wait in two libraries), or saw its guard
+fail there (mcr.guard), any of which makes this rank's wait hopeless (waits.STALL_NOTE: its
+error names both calls)."""
 
 from __future__ import annotations
 
@@ -82,8 +84,9 @@ class StallWatch:
                         rt.launch.rank, now - self._since, what, call, list(ranks),
                         self._peers(ranks, g.rank))
         if not waits.STALL_NOTE[0]:
-            ahead = sig.peer_ahead(g.tag, ranks, g.rank, call)
-            if ahead:
+            ahead = sig.peer_ahead(g.tag, ranks, g.rank, call) or \
+                sig.peer_elsewhere(g.tag, ranks, g.rank, call, what)
+            if ahead and rt.latest is latest:    # else the call it is about has ended
                 waits.STALL_NOTE[0] = (f"ranks of group {list(ranks)} made different calls at "
                                        f"call {call} of the group: this rank (rank "
                                        f"{rt.launch.rank}) waits in {what}; {ahead}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
 
 import torch
 
@@ -66,6 +68,25 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
     if "timeout" in text or "timed out" in text:
         return timeout_error(what, secs)
     return library_error(e, what)
+
+
+_SLICE = timedelta(seconds=1)
+
+
+def wait_torch_host(w: Any, secs: float) -> None:
+    """torch's Work.wait for a host library (Gloo), in slices of a second up to `secs`: a
+    wait the stall watch has found hopeless (STALL_NOTE) ends within a second. Raises the
+    library's error, or RuntimeError("Operation timed out!") at the deadline."""
+    deadline = time.monotonic() + secs
+    while True:
+        try:
+            w.wait(min(_SLICE, timedelta(seconds=max(0.001, deadline - time.monotonic()))))
+            return
+        except RuntimeError as e:
+            # c10d's words for a slice that ran out (the library's own failures say others)
+            if "Operation timed out!" not in str(e) or STALL_NOTE[0] or \
+                    time.monotonic() >= deadline:
+                raise
 
 
 def poll_until(done: Callable[[], bool], what: str | Callable[[], str],

@@ -19,7 +19,7 @@ import torch.distributed as tdist
 
 from .streams import StreamDone
 from .threads import wait_helper
-from .waits import PENDING, get_timeout, mcr_error, poll_until, wait_event
+from .waits import PENDING, get_timeout, mcr_error, poll_until, wait_event, wait_torch_host
 
 # Called with (work, seconds) when a work completes and the comms logger is on.
 ON_COMPLETE: list[Callable[[Work, float], None]] = []
@@ -143,7 +143,7 @@ class Work(tdist.Work):
             poll_until(fut.done, self.describe(), secs)
             wait = fut.result
         else:
-            wait = functools.partial(self._torch.wait, timedelta(seconds=secs))
+            wait = functools.partial(wait_torch_host, self._torch, secs)
         try:
             wait()
         except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's

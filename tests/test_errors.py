@@ -269,3 +269,53 @@ def test_sessions_one_after_another_with_sub_groups(launcher):
     out = (run_mpi(2, "errors_worker.py", "sessions", timeout=120) if launcher == "mpi" else
            run_torchrun(2, "errors_worker.py", "sessions", timeout=120))
     assert sorted(re.findall(r"rank (\d+): ERRORS OK", out)) == ["0", "1"], out[-3000:]
+
+
+# Each case: (the call rank 0 makes, the call its peers make), as the errors name them.
+WARM = {"size": ("all_reduce sum of 1000 x float32", "all_reduce sum of 999 x float32"),
+        "sizebig": ("all_reduce sum of 20000 x float32", "all_reduce sum of 19999 x float32"),
+        "dtype": ("all_reduce sum of 64 x float32", "all_reduce sum of 64 x int32"),
+        "redop": ("all_reduce sum of 64 x float32", "all_reduce max of 64 x float32"),
+        "redopint": ("all_reduce sum of 64 x int32", "all_reduce band of 64 x int32"),
+        "op": ("all_reduce sum of 64 x float32", "all_gather of 64 x float32"),
+        "root": ("root 0", "root 1"),
+        "async": ("all_reduce sum of 64 x float32", "all_reduce sum of 64 x int32"),
+        "straddle": ("256 x float32 (1024 B) -> gloo_lanes2", "254 x float32 (1016 B) -> gloo")}
+AR_TABLE = str(ROOT / "tests" / "data" / "ar_boundary_cpu.yaml")
+
+
+def _warm(launcher: str, n: int, case: str, env: dict[str, str]) -> str:
+    lib = "auto" if case == "straddle" else "mpi" if launcher == "mpi" else "gloo"
+    env = dict(env, **({"MCR_TUNING_TABLE": AR_TABLE} if case == "straddle" else {}))
+    run = run_mpi if launcher == "mpi" else run_torchrun
+    out = run(n, "errors_worker.py", f"warm_{case}_{lib}", env=env, timeout=150, check=False)
+    lines = re.findall(r"rank (\d+): EXPECTED MismatchError: (.*)", out)
+    assert sorted(int(r) for r, _ in lines) == list(range(n)), out[-4000:]
+    for _, msg in lines:      # every rank's error names both calls
+        assert all(c in msg for c in WARM[case]), msg
+    return out
+
+
+@pytest.mark.parametrize("launcher,n,case", [
+    *[(launcher, 2, case) for launcher in ("mpi", "torchrun") for case in WARM],
+    *[(launcher, 4, case) for launcher in ("mpi", "torchrun")
+      for case in ("size", "dtype", "root", "straddle")]])
+def test_calls_that_differ_after_warm_up_fail_on_every_rank_naming_both(launcher, n, case):
+    """MCR_CHECK unset, both kinds of call made before by every rank: size, dtype, reduce op,
+    op, root, an asynchronous call, sizes either side of a table boundary (two libraries).
+    Every rank raises a MismatchError naming both calls; a rank that saw it before its
+    library ran keeps its tensor (the worker checks). MCR_STALL_S=4 for the ranks that were
+    inside their library already."""
+    out = _warm(launcher, n, case, {"MCR_STALL_S": "4"})
+    took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
+    assert len(took) == n and max(took) < 20, out[-4000:]
+
+
+@pytest.mark.parametrize("launcher", ["mpi", "torchrun"])
+def test_a_rank_inside_its_library_when_a_peer_parts_learns_it_within_a_minute(launcher):
+    """Default settings; rank 1 comes a second late with another call, so rank 0 is inside its
+    library (Gloo, MPI) by then: rank 1 sees it before its library runs, rank 0 from the
+    stall watch, both naming both calls well within 60 s."""
+    out = _warm(launcher, 2, "dtype", {"LATE_RANK": "1"})
+    took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
+    assert len(took) == 2 and max(took) < 30, out[-4000:]

@@ -297,6 +297,71 @@ elif scenario == "new_vs_old":
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
     time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
     os._exit(0)     # the peers' calls never complete: no orderly shutdown
+elif scenario.startswith("warm_"):
+    # After warm-up (every rank has made both kinds of call, twice), rank 0 makes one kind
+    # while its peers make the other, at the same point, MCR_CHECK unset: every rank gets a
+    # MismatchError naming both calls.
+    # warm_<case>_<library>; LATE_RANK=r: rank r comes to the mismatch a second late (the
+    # others are inside their library by then).
+    cases, lib = scenario[len("warm_"):].rsplit("_", 1)
+    dist.init_distributed(verbose=False)
+    be = None if lib == "auto" else lib
+    ws = dist.get_world_size()
+    R = dist.ReduceOp
+
+    def ar(n_el: int, dtype: torch.dtype = torch.float32, op: object = R.SUM,
+           async_op: bool = False) -> tuple:
+        x = torch.ones(n_el, dtype=dtype)
+        if async_op:
+            return (lambda: dist.all_reduce(x, op=op, backend=be, async_op=True).wait()), x
+        return (lambda: dist.all_reduce(x, op=op, backend=be)), x
+
+    def gather() -> tuple:
+        out = torch.zeros(32 * ws)
+        return (lambda: dist.all_gather_into_tensor(out, torch.ones(32), backend=be)), out
+
+    def bcast(root: int) -> tuple:
+        x = torch.full((64,), float(rank))
+        return (lambda: dist.broadcast(x, src=root, backend=be)), x
+
+    def straddle(n_el: int) -> tuple:    # the table's boundary: gloo below 1 KiB, lanes above
+        x = torch.ones(n_el)
+        return (lambda: dist.all_reduce(x)), x
+
+    calls = {"size": (lambda: ar(1000), lambda: ar(999)),
+             "sizebig": (lambda: ar(20000), lambda: ar(19999)),
+             "dtype": (lambda: ar(64), lambda: ar(64, torch.int32)),
+             "redop": (lambda: ar(64), lambda: ar(64, op=R.MAX)),
+             "redopint": (lambda: ar(64, torch.int32), lambda: ar(64, torch.int32, R.BAND)),
+             "op": (lambda: ar(64), gather),
+             "root": (lambda: bcast(0), lambda: bcast(1)),
+             "straddle": (lambda: straddle(256), lambda: straddle(254)),
+             "async": (lambda: ar(64, async_op=True), lambda: ar(64, torch.int32, async_op=True))}
+    kinds = calls[cases]
+    for _ in range(2):
+        for make in kinds:
+            make()[0]()
+    fn, x = kinds[0 if rank == 0 else 1]()
+    if os.environ.get("LATE_RANK") == str(rank):
+        time.sleep(1.0)
+    before = x.clone()
+    t0 = time.monotonic()
+    try:
+        fn()
+    except MismatchError as e:
+        msg = str(e)
+        print(f"rank {rank}: EXPECTED MismatchError: {msg}", flush=True)
+        # A rank that saw it before its library ran keeps its tensor; one already inside
+        # its library when a peer parted learns it from the stall watch.
+        assert "made different calls at call 5" in msg, msg
+        if "left as they were" in msg:
+            assert torch.equal(x, before), f"{cases}: the tensor changed"
+    else:
+        raise AssertionError("no MismatchError raised")
+    took = time.monotonic() - t0
+    print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
+    time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
+    os._exit(0)
 elif scenario == "uneven_splits":
     # All-to-all with split sizes: ranks whose sends and peers' receives disagree get an error
     # on every rank naming ranks and splits, also once the same calls have run before.

@@ -10,7 +10,7 @@ import torch.distributed as tdist
 from ...errors import CallError
 from ...groups import Group
 from ...ops import is_premul
-from ...waits import PENDING, PROGRESS_HOOKS, get_timeout, mcr_error
+from ...waits import PENDING, get_timeout, mcr_error, wait_torch_host
 from ...work import ON_COMPLETE, Work
 from ..base import STREAM, Backend
 
@@ -101,17 +101,22 @@ class TorchPGBackend(Backend):
 
     def _done(self, what: str, t: torch.Tensor, g: Group, w: Any, here: bool) -> Any:
         """Finish a call made on the ProcessGroup: waited here (None: on a stream library the
-        caller's stream now waits; a host library has blocked), or torch's own Work (which
-        waits the same way) where no MPI is in the process and no timing is on, else mcr's."""
+        caller's stream now waits; a host library has blocked), or a Work: torch's own for a
+        stream library where no timing is on, else mcr's."""
         if here:
             if w is not None:
                 try:
-                    w.wait()
+                    if self.domain == STREAM:
+                        w.wait()
+                    else:
+                        wait_torch_host(w, get_timeout())
                 except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                     raise mcr_error(e, f"{what} on backend '{self.name}' ({t.nbytes} bytes), "
                                        f"group {g.ranks}", get_timeout()) from e
             return None
-        if not ON_COMPLETE and (self.domain == STREAM or not PROGRESS_HOOKS):
+        # A host library's work waits as mcr's (in slices the stall watch can end, its
+        # errors named); a stream library's as torch's own, where nothing else needs mcr's.
+        if not ON_COMPLETE and self.domain == STREAM:
             return w
         return self._work(what, t, g, w)
 

@@ -1,0 +1,98 @@
+"""A one-node group's signature board: a few int64 words in shared memory where each rank
+writes, before every guarded call, the call's index and signature, and reads its peers'. Of
+two ranks that made different calls the later one sees it before its library runs (Gloo aborts
+the process on a length mismatch; MPI truncates or mixes data) and the earlier one learns it
+from the stall watch; ranks that agree pay a few memory reads and never wait for each other
+here. mcr.guard decides which calls use it."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+import time
+from typing import Any
+
+from .groups import Group
+from .waits import poll_until
+
+SLOTS = 64                  # calls a rank may run ahead of a peer (async ones) and be checked
+_SEQ = 0xFFFF               # the call index's low bits in a word
+_SIG = (1 << 47) - 1        # the signature's bits in a word (a positive int64 in all)
+_AHEAD = 1 << 15            # a word whose index is this call's or up to this far past it
+_SHM = "/dev/shm"   # noqa: S108 - memory, not disk; the file is made by mkstemp
+
+class Board:
+    """One group's board (this rank's view of the shared words)."""
+
+    def __init__(self, mm: mmap.mmap, n: int, rank: int) -> None:
+        self._mm, self.n, self.rank = mm, n, rank
+        self.words = memoryview(mm).cast("q")
+
+    def close(self) -> None:
+        """Unmap the board."""
+        self.words.release()
+        self._mm.close()
+
+    def enter(self, call: int, sig: int, wait: Any = None) -> list[int]:
+        """Write this rank's word for call `call` and read its peers': the group ranks whose
+        word for this call differs. Of every two ranks the one that comes later reads the
+        other's word, so each pair is compared before the later one's library runs; a peer
+        more than SLOTS calls ahead (asynchronous calls) is not. wait (the call's name, for
+        the error of a wait past MCR_TIMEOUT_S): first wait until every peer has written its
+        word, for calls that a rank can complete without its peers (a broadcast's root)."""
+        seq = call & _SEQ
+        word = (seq << 47) | (sig & _SIG)
+        words, base = self.words, (call % SLOTS) * self.n
+        words[base + self.rank] = word
+        if wait is not None:
+            poll_until(lambda: all(((words[base + r] >> 47) - seq) & _SEQ < _AHEAD
+                                   for r in range(self.n)), wait)
+        bad = [r for r in range(self.n) if self._differs(words[base + r], seq, word)]
+        if bad:          # a word read mid-write would look different: read again to be sure
+            time.sleep(0.001)
+            bad = [r for r in bad if self._differs(words[base + r], seq, word)]
+        return bad
+
+    @staticmethod
+    def _differs(w: int, seq: int, word: int) -> bool:
+        return (w >> 47) == seq and w != word
+
+
+def open_board(g: Group, store: Any, root: str) -> Board | None:
+    """The board of g, made by its first rank in /dev/shm and opened by every rank (a
+    collective over g: every member calls it at the same point), or None on every rank if
+    any rank could not map it. The file is removed once every rank has it mapped."""
+    key = f"{root}board/{g.tag}{'.'.join(map(str, g.ranks))}"
+    size = max(mmap.PAGESIZE, SLOTS * g.size * 8)
+    path = ""
+    if g.rank == 0:
+        folder = _SHM if os.path.isdir(_SHM) else tempfile.gettempdir()
+        try:
+            fd, path = tempfile.mkstemp(prefix="mcr-board-", dir=folder)   # O_EXCL, 0600
+            with os.fdopen(fd, "wb") as f:
+                f.truncate(size)
+        except OSError:
+            path = ""
+        store.set(key, path)
+    else:
+        store.wait([key])
+        path = store.get(key).decode()
+    board = None
+    if path:
+        try:
+            with open(path, "r+b") as f:
+                board = Board(mmap.mmap(f.fileno(), size), g.size, g.rank)
+        except OSError:
+            board = None
+    store.add(key + "/ok", 1 if board is not None else 0)
+    store.add(key + "/done", 1)
+    poll_until(lambda: store.add(key + "/done", 0) >= g.size,
+               f"mcr: opening the signature board of group {g.ranks}")
+    ok = store.add(key + "/ok", 0) == g.size
+    if g.rank == 0 and path:
+        os.unlink(path)
+    if not ok and board is not None:
+        board.close()
+        board = None
+    return board
