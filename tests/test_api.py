@@ -125,12 +125,16 @@ def test_random_gpu_nccl_mpi():
     _ok(out, n, "RANDOM OK 2000 ops")
 
 
-@pytest.mark.parametrize("launcher,n", [("mpi", 2), ("mpi", 4), ("torchrun", 2)])
-def test_special_values_give_torchs_answer_on_every_path(launcher, n):
+@pytest.mark.parametrize("launcher,n,guard", [("mpi", 2, "auto"), ("mpi", 4, "auto"),
+                                              ("torchrun", 2, "auto"), ("mpi", 2, "data")])
+def test_special_values_give_torchs_answer_on_every_path(launcher, n, guard):
     """NaN, +-Inf, -0.0 under MAX and MIN, int32 sums that wrap: every CPU path (Gloo, MPI,
-    their lanes, the table's choice) gives torch's reduction of every rank's tensor."""
+    their lanes, the table's choice) gives torch's reduction of every rank's tensor; also
+    with the cross-rank signature in the all-reduce's own message (MCR_GUARD=data)."""
+    env = {"MCR_GUARD": guard}
     if launcher == "mpi":
-        out = run_mpi(n, "special_worker.py")
+        out = run_mpi(n, "special_worker.py", env=env)
     else:
-        out = run_torchrun(n, "special_worker.py", "--backends", "gloo,gloo_lanes2,auto")
+        out = run_torchrun(n, "special_worker.py", "--backends", "gloo,gloo_lanes2,auto",
+                           env=env)
     _ok(out, n, "SPECIAL OK")

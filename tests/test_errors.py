@@ -311,6 +311,17 @@ def test_calls_that_differ_after_warm_up_fail_on_every_rank_naming_both(launcher
     assert len(took) == n and max(took) < 20, out[-4000:]
 
 
+@pytest.mark.parametrize("launcher,case", [("mpi", "size"), ("mpi", "dtype"),
+                                           ("torchrun", "dtype"), ("torchrun", "async")])
+def test_small_all_reduces_that_differ_carry_their_signature_in_the_message(launcher, case):
+    """MCR_GUARD=data (as on several nodes): the signature travels as a trailer of the
+    all-reduce itself; every rank names both calls (an MPI size mismatch reaches MPI, which
+    truncates: named as well; Gloo would abort the process on one, so it is not run)."""
+    out = _warm(launcher, 2, case, {"MCR_STALL_S": "4", "MCR_GUARD": "data"})
+    took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
+    assert len(took) == 2 and max(took) < 20, out[-4000:]
+
+
 @pytest.mark.parametrize("launcher", ["mpi", "torchrun"])
 def test_a_rank_inside_its_library_when_a_peer_parts_learns_it_within_a_minute(launcher):
     """Default settings; rank 1 comes a second late with another call, so rank 0 is inside its
