@@ -79,7 +79,12 @@ class SignatureCheck:
         try:
             self.store.set(names[rank], f"{mine}{SEP}{call}")
             self._wait(names, ranks, what, new, _group_key(tag, ranks), call)
-            return [v.decode().rpartition(SEP)[0] for v in self.store.multi_get(names)]
+            every = [v.decode().rpartition(SEP)[0] for v in self.store.multi_get(names)]
+            if n > 1:
+                # Every rank set its key n after reading all of n - 1: this rank's key of the
+                # comparison before is read by all, and goes (two keys a rank at most).
+                self.store.delete_key(self._prefix(tag, ranks, n - 1) + str(rank))
+            return every
         except tdist.DistError as e:
             raise LibraryError(
                 f"mcr: {what()}: torch's store failed ({type(e).__name__}: {e}); the process "

@@ -330,3 +330,9 @@ def test_a_rank_inside_its_library_when_a_peer_parts_learns_it_within_a_minute(l
     out = _warm(launcher, 2, "dtype", {"LATE_RANK": "1"})
     took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]
     assert len(took) == 2 and max(took) < 30, out[-4000:]
+
+
+@pytest.mark.parametrize("guard", ["auto", "0"])
+def test_store_keys_stay_few_when_sizes_change_every_call(guard):
+    out = run_mpi(2, "errors_worker.py", "store_keys", env={"MCR_GUARD": guard}, timeout=180)
+    assert sorted(re.findall(r"rank (\d+): ERRORS OK", out)) == ["0", "1"], out[-3000:]

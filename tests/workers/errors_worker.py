@@ -362,6 +362,20 @@ elif scenario.startswith("warm_"):
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
     time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
     os._exit(0)
+elif scenario == "store_keys":
+    # A job whose sizes change every call: the keys mcr leaves in torch's store stay a few,
+    # not one or two per size (with the guard and without, MCR_GUARD=0).
+    import torch.distributed as tdist
+    dist.init_distributed(verbose=False)
+    store = tdist.distributed_c10d._get_default_store()
+    dist.all_reduce(torch.ones(1))
+    before = store.num_keys()
+    for k in range(2, 400):
+        dist.all_reduce(torch.ones(k), backend="gloo")
+    grew = store.num_keys() - before
+    print(f"rank {rank}: store keys grew by {grew} over 398 new sizes", flush=True)
+    assert grew <= 4 * dist.get_world_size(), grew
+    print(f"rank {rank}: ERRORS OK", flush=True)
 elif scenario == "uneven_splits":
     # All-to-all with split sizes: ranks whose sends and peers' receives disagree get an error
     # on every rank naming ranks and splits, also once the same calls have run before.
