@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ SLOTS = 64                  # calls a rank may run ahead of a peer (async ones) 
 _SEQ = 0xFFFF               # the call index's low bits in a word
 _SIG = (1 << 47) - 1        # the signature's bits in a word (a positive int64 in all)
 _AHEAD = 1 << 15            # a word whose index is this call's or up to this far past it
+_FENCE = threading.Lock()
 _SHM = "/dev/shm"   # noqa: S108 - memory, not disk; the file is made by mkstemp
 
 class Board:
@@ -45,9 +47,20 @@ class Board:
         word = (seq << 47) | (sig & _SIG)
         words, base = self.words, (call % SLOTS) * self.n
         words[base + self.rank] = word
+        # A locked instruction (an uncontended lock's atomic exchange) between this store and
+        # the loads below: without it two ranks arriving together could each read the other's
+        # slot before the other's store is visible, and neither compare.
+        _FENCE.acquire()
+        _FENCE.release()
         if wait is not None:
             poll_until(lambda: all(((words[base + r] >> 47) - seq) & _SEQ < _AHEAD
                                    for r in range(self.n)), wait)
+        for r in range(self.n):
+            w = words[base + r]
+            if w != word and (w >> 47) == seq:
+                break
+        else:
+            return []
         bad = [r for r in range(self.n) if self._differs(words[base + r], seq, word)]
         if bad:          # a word read mid-write would look different: read again to be sure
             time.sleep(0.001)

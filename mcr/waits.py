@@ -77,16 +77,26 @@ def wait_torch_host(w: Any, secs: float) -> None:
     """torch's Work.wait for a host library (Gloo), in slices of a second up to `secs`: a
     wait the stall watch has found hopeless (STALL_NOTE) ends within a second. Raises the
     library's error, or RuntimeError("Operation timed out!") at the deadline."""
-    deadline = time.monotonic() + secs
+    try:
+        w.wait(_SLICE)           # most waits end within the first slice
+        return
+    except RuntimeError as e:
+        if not _slice_ran_out(e) or secs <= 1.0:
+            raise
+    deadline = time.monotonic() + secs - 1.0
     while True:
         try:
             w.wait(min(_SLICE, timedelta(seconds=max(0.001, deadline - time.monotonic()))))
             return
         except RuntimeError as e:
-            # c10d's words for a slice that ran out (the library's own failures say others)
-            if "Operation timed out!" not in str(e) or STALL_NOTE[0] or \
-                    time.monotonic() >= deadline:
+            if not _slice_ran_out(e) or time.monotonic() >= deadline:
                 raise
+
+
+def _slice_ran_out(e: RuntimeError) -> bool:
+    """Whether torch's wait ended because its slice ran out (c10d's words; the library's own
+    failures say others) and no note says the wait is hopeless."""
+    return "Operation timed out!" in str(e) and not STALL_NOTE[0]
 
 
 def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
