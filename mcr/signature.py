@@ -136,7 +136,9 @@ class SignatureCheck:
                 continue
             parted = f"{self.root}parted/{group}/{call}/{i}"
             if self.store.check([parted]):
-                return f"rank {r} made {self.store.get(parted).decode()}"
+                made = self.store.get(parted).decode()
+                if made != what:
+                    return f"rank {r} made {made}"
             there = self.waiting_in(r)
             if there is not None and there[0] == group and there[2] == call and there[1] != what:
                 return f"rank {r} waits in {there[1]}"
