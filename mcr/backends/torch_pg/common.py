@@ -34,31 +34,6 @@ _broadcast_object_list, _all_gather_object = _raw("broadcast_object_list"), \
     _raw("all_gather_object")
 
 
-class HostWork:
-    """torch's Work of a host library's asynchronous call, as the caller gets it: waited in
-    slices of a second (a wait the stall watch found hopeless ends), the library's errors
-    raised as mcr's naming the call. Everything else is torch's Work's."""
-
-    __slots__ = ("_w", "_call")
-
-    def __init__(self, w: Any, what: str, lib: str, nbytes: int, g: Group) -> None:
-        self._w, self._call = w, (what, lib, nbytes, g.ranks)
-
-    def wait(self, timeout: Any = None) -> bool:
-        """Block until the call is done (timeout: a timedelta; default MCR_TIMEOUT_S)."""
-        secs = get_timeout() if timeout is None else timeout.total_seconds()
-        try:
-            wait_torch_host(self._w, secs)
-        except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
-            what, lib, nbytes, ranks = self._call
-            raise mcr_error(e, f"{what} on backend '{lib}' ({nbytes} bytes), group {ranks}",
-                            secs) from e
-        return True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._w, name)
-
-
 def _blocks(flat: torch.Tensor, n: int) -> list[torch.Tensor]:
     return list(flat.view(n, -1).unbind(0))
 
@@ -139,10 +114,11 @@ class TorchPGBackend(Backend):
                     raise mcr_error(e, f"{what} on backend '{self.name}' ({t.nbytes} bytes), "
                                        f"group {g.ranks}", get_timeout()) from e
             return None
-        # A stream library's work waits as torch's own; a host library's in slices the stall
-        # watch can end, its errors named (HostWork); mcr's Work where timing is on.
-        if not ON_COMPLETE:
-            return w if self.domain == STREAM else HostWork(w, what, self.name, t.nbytes, g)
+        # A stream library's work waits as torch's own; a host library's as mcr's (in slices
+        # the stall watch can end, its errors named; a torch.distributed.Work, which FSDP2
+        # checks for before it waits).
+        if not ON_COMPLETE and self.domain == STREAM:
+            return w
         return self._work(what, t, g, w)
 
     def _call(self, what: str, t: torch.Tensor, g: Group, sync: bool, fn: Any, /, *args: Any,
