@@ -12,7 +12,9 @@ it isolates the host cost of the Python on each side of the library call, and is
 mcr's cross-rank guard, mcr.guard, runs as it would on Gloo: a board in shared memory).
 
 `--changing CALLS`: a job whose message size changes every call, each size a new kind of call
-to mcr, against Gloo (and, under mpirun, MPI) called directly.
+to mcr, against Gloo (and, under mpirun, MPI) called directly; `--step ELEMENTS` sets the sizes
+(step, 2 x step, ... floats; 1 by default, the smallest messages, where mcr's host time weighs
+most; 1024 for sizes as a dynamic sequence length x a hidden size of 1024 makes them).
 
 `--deepspeed`: the calls ZeRO-3 makes most, through deepspeed.comm's own functions against the
 same functions once mcr.integrations.deepspeed.install() has replaced them, side by side
@@ -197,14 +199,15 @@ def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
     return v
 
 
-def _changing_sizes(pg: Any, rounds: int, n_calls: int) -> None:
-    """A job whose message size changes every call: n_calls all-reduces of 1..n_calls
-    float32 elements, each size once, through mcr (Gloo, MPI where launched by mpirun) and
-    through the library directly (torch's Gloo call; mpi4py's Allreduce); blocks alternated
-    A/B/B/A over `rounds` pairs, the median per call of each and of the ratio. mcr's decision
-    caches are emptied before each block: every call is a new kind of call to mcr (in the
-    first round its size classes are new too, and compared through the store)."""
-    ts = [torch.ones(k) for k in range(1, n_calls + 1)]
+def _changing_sizes(pg: Any, rounds: int, n_calls: int, step: int) -> None:
+    """A job whose message size changes every call: n_calls all-reduces of step, 2 x step ..
+    n_calls x step float32 elements, each size once, through mcr (Gloo, MPI where launched
+    by mpirun) and through the library directly (torch's Gloo call; mpi4py's Allreduce);
+    blocks alternated A/B/B/A over `rounds` pairs, the median per call of each and of the
+    ratio. mcr's decision caches are emptied before each block: every call is a new kind of
+    call to mcr (in the first round its size classes are new too, compared through the
+    store)."""
+    ts = [torch.ones(k * step) for k in range(1, n_calls + 1)]
     variants: dict[str, Callable[[], Any]] = {
         "gloo directly (torch.distributed)": lambda: [tdist.all_reduce(t, group=pg) for t in ts],
         "mcr backend=gloo": lambda: [dist.all_reduce(t, backend="gloo") for t in ts]}
@@ -226,7 +229,8 @@ def _changing_sizes(pg: Any, rounds: int, n_calls: int) -> None:
             tdist.barrier(group=pg)
             res[k].append(_time(variants[k], 1, lambda: None) / n_calls * 1e6)
     if dist.get_rank() == 0:
-        print(f"# a new size every call: {n_calls} all-reduces of 1..{n_calls} float32, "
+        print(f"# a new size every call: {n_calls} all-reduces of {step}..{n_calls * step} "
+              "float32, "
               f"{dist.get_world_size()} ranks, {rounds} rounds; every call a new kind to mcr "
               "(its caches emptied before each block; size classes new in the first round)")
         for k, v in res.items():
@@ -278,10 +282,14 @@ def main() -> None:
     ap.add_argument("--changing", type=int, metavar="CALLS", default=0,
                     help="instead: a job whose size changes every call (CALLS all-reduces of "
                          "1..CALLS floats), mcr against the library called directly")
+    ap.add_argument("--step", type=int, metavar="ELEMENTS", default=1,
+                    help="with --changing: sizes of step, 2 x step, .. CALLS x step floats")
     ap.add_argument("--profile", action="store_true",
                     help="then print rank 0's cProfile of each variant, references included "
                          "(top 16 by own time)")
     args = ap.parse_args()
+    if args.step < 1 or (args.step != 1 and not args.changing):
+        ap.error(f"--step {args.step}: a positive number of floats, with --changing")
     dist.init_distributed(verbose=False)
     rt = runtime.get()
     n = dist.get_world_size()
@@ -289,7 +297,7 @@ def main() -> None:
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     lib = "nccl" if args.device == "cuda" else "gloo"
     if args.changing:
-        _changing_sizes(rt.world.handles["gloo"], max(3, args.rounds), args.changing)
+        _changing_sizes(rt.world.handles["gloo"], max(3, args.rounds), args.changing, args.step)
         dist.destroy_process_group()
         return
     if args.deepspeed:

@@ -17,11 +17,12 @@ from typing import Any
 from .groups import Group
 from .waits import poll_until
 
-SLOTS = 64                  # calls a rank may run ahead of a peer (async ones) and be checked
+SLOTS = 64                  # calls a rank may run ahead of a peer and be checked (a power of 2)
 _SEQ = 0xFFFF               # the call index's low bits in a word
 _SIG = (1 << 47) - 1        # the signature's bits in a word (a positive int64 in all)
 _AHEAD = 1 << 15            # a word whose index is this call's or up to this far past it
 _FENCE = threading.Lock()
+_ACQUIRE, _RELEASE = _FENCE.acquire, _FENCE.release
 _SHM = "/dev/shm"   # noqa: S108 - memory, not disk; the file is made by mkstemp
 
 class Board:
@@ -45,23 +46,24 @@ class Board:
         word, for calls that a rank can complete without its peers (a broadcast's root)."""
         seq = call & _SEQ
         word = (seq << 47) | (sig & _SIG)
-        words, base = self.words, (call % SLOTS) * self.n
+        n = self.n
+        base = (call & (SLOTS - 1)) * n
+        words = self.words
         words[base + self.rank] = word
         # A locked instruction (an uncontended lock's atomic exchange) between this store and
         # the loads below: without it two ranks arriving together could each read the other's
         # slot before the other's store is visible, and neither compare.
-        _FENCE.acquire()
-        _FENCE.release()
+        _ACQUIRE()
+        _RELEASE()
         if wait is not None:
             poll_until(lambda: all(((words[base + r] >> 47) - seq) & _SEQ < _AHEAD
-                                   for r in range(self.n)), wait)
-        for r in range(self.n):
-            w = words[base + r]
+                                   for r in range(n)), wait)
+        for w in words[base:base + n]:
             if w != word and (w >> 47) == seq:
                 break
         else:
             return []
-        bad = [r for r in range(self.n) if self._differs(words[base + r], seq, word)]
+        bad = [r for r in range(n) if self._differs(words[base + r], seq, word)]
         if bad:          # a word read mid-write would look different: read again to be sure
             time.sleep(0.001)
             bad = [r for r in bad if self._differs(words[base + r], seq, word)]

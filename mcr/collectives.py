@@ -26,6 +26,7 @@ from .route import (
     rooted,
     writable,
 )
+from .runtime import _RT
 from .session import group_of
 from .work import ON_COMPLETE, Work
 
@@ -38,7 +39,7 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
     t = tensor if isinstance(tensor, torch.Tensor) else checks.tensor(tensor, "all_reduce")
     if t.requires_grad:      # checks.plain, inline on the hot path
         t = t.detach()
-    g = group_of(group, "all_reduce")
+    g = _RT[0].world if group is None and _RT else group_of(group, "all_reduce")
     op = redop_of(op, "all_reduce")
     b = pick(O.ALL_REDUCE, g, t, t.nbytes, op, backend)
     c, after = (t, None) if t.is_contiguous() else readwrite(t)
@@ -48,12 +49,14 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
             after = [nans.unflag(buf, c), *(after or [])]
             c = buf
         c, op = reduction(b, c, op, inplace=True)
-    inline = guard.take_inline()
-    if inline is not None:
+    if guard.CURRENT[0] is not None:
+        inline = guard.take_inline()
         w, check = guard.all_reduce(*inline, b, c, op, g, not async_op and not ON_COMPLETE)
         return finish(w, [check, *(after or [])], async_op, b)
     w = b.all_reduce(c, op, g, sync=not async_op and not ON_COMPLETE)
-    return finish(w, after, async_op, b) if after or async_op or w is not None else None
+    if after is None and (async_op or w is None):
+        return w        # finish() would hand back the Work or have nothing to do
+    return finish(w, after, async_op, b)
 
 
 def inference_all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,

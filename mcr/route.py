@@ -92,8 +92,9 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     graph = rt.cuda and _capturing()
     prof = PROFILE[-1] if PROFILE else rt.cfg.profile
     if prof == AUTO:
-        prof = "overlap" if op in rt.dispatcher.tables.profiled_ops and t is not None and \
-            t.is_cuda and not graph and _side_stream(t.get_device()) else "standalone"
+        prof = "overlap" if t is not None and t.is_cuda and not graph and \
+            op in rt.dispatcher.tables.profiled_ops and _side_stream(t.get_device()) \
+            else "standalone"
     # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
     # decides alike, whatever its factor.
     rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
@@ -112,6 +113,11 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     gd = hit[2]
     if gd is None:
         guard.CURRENT[0] = None
+    elif g.board and not gd.rooted:      # guard.start's common case, inline (hot path)
+        guard.CURRENT[0] = None
+        bad = g.board.enter(g.calls, gd.word)
+        if bad:
+            raise guard.parted(g, g.calls, gd.desc, bad)
     else:
         guard.start(gd, g)
     n = hit[1]

@@ -58,6 +58,20 @@ class Work(tdist.Work):
         # Buffers a library reads or writes until completion; mpi4py does not hold them for us.
         self._keep = keep
 
+    @classmethod
+    def of_torch(cls, op: str, backend: str, nbytes: int, group_size: int, torch_work: Any,
+                 stream_ordered: bool) -> Work:
+        """Work(op, ..., torch_work=, stream_ordered=) without the rest: the hot path of every
+        asynchronous torch-backed call (a third less host time than the general form)."""
+        w = cls.__new__(cls)
+        _WORK_INIT(w)
+        w.op, w.backend, w.nbytes, w.group_size = op, backend, nbytes, group_size
+        w._torch, w._stream, w._reqs, w._mpi_test, w._after = torch_work, stream_ordered, \
+            None, None, None
+        w._done, w._t0, w.source, w.check, w._keep = False, \
+            time.perf_counter() if ON_COMPLETE else 0.0, None, None, ()
+        return w
+
     def describe(self) -> str:
         """`all_reduce on backend 'mpi' (4096 bytes)`, for errors and logs."""
         return f"{self.op} on backend '{self.backend}' ({self.nbytes} bytes)"
@@ -83,7 +97,10 @@ class Work(tdist.Work):
                 self._torch.wait()
             except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                 self._raise(e, get_timeout())
-            self._complete()
+            if self._after or ON_COMPLETE:
+                self._complete()
+            else:
+                self._done, self._keep = True, ()
             return True
         secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         secs = get_timeout() if secs is None else secs
@@ -193,6 +210,9 @@ class Work(tdist.Work):
     def __repr__(self) -> str:
         state = "done" if self._done else "pending"
         return f"<mcr Work {self.describe()}, {state}>"
+
+
+_WORK_INIT = tdist.Work.__init__
 
 
 class Composite(Work):

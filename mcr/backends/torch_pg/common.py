@@ -89,8 +89,7 @@ class TorchPGBackend(Backend):
         return o
 
     def _work(self, op: str, t: torch.Tensor, g: Group, w: Any) -> Work:
-        return Work(op, self.name, t.nbytes, g.size, torch_work=w,
-                    stream_ordered=self.domain == STREAM)
+        return Work.of_torch(op, self.name, t.nbytes, len(g.ranks), w, self.domain == STREAM)
 
     def _waits_here(self, sync: bool) -> bool:
         """Whether this call is completed right here, as torch's own synchronous call: a
@@ -119,7 +118,7 @@ class TorchPGBackend(Backend):
         # checks for before it waits).
         if not ON_COMPLETE and self.domain == STREAM:
             return w
-        return self._work(what, t, g, w)
+        return Work.of_torch(what, self.name, t.nbytes, len(g.ranks), w, self.domain == STREAM)
 
     def _call(self, what: str, t: torch.Tensor, g: Group, sync: bool, fn: Any, /, *args: Any,
               **kw: Any) -> Work | None:
@@ -134,9 +133,11 @@ class TorchPGBackend(Backend):
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *,
                    sync: bool = False) -> Work | None:
         """In-place all-reduce on the ProcessGroup."""
-        here = self._waits_here(sync)
-        w = g.handles[self.name].allreduce([_real(t)],
-                                           self._opt(_C10D.AllreduceOptions, here, redop))
+        # _waits_here and _real inline: the hottest call of all.
+        here = sync and not ON_COMPLETE and (self.domain == STREAM or not PENDING[0])
+        w = g.handles[self.name].allreduce(
+            [torch.view_as_real(t) if t.is_complex() else t],
+            self._opt(_C10D.AllreduceOptions, here, redop))
         return self._done("all_reduce", t, g, w, here)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
