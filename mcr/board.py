@@ -31,6 +31,7 @@ class Board:
     def __init__(self, mm: mmap.mmap, n: int, rank: int) -> None:
         self._mm, self.n, self.rank = mm, n, rank
         self.words = memoryview(mm).cast("q")
+        self._last = (-1, 0, 0)      # (call, slot base, word) this rank wrote last
 
     def close(self) -> None:
         """Unmap the board."""
@@ -50,6 +51,7 @@ class Board:
         base = (call & (SLOTS - 1)) * n
         words = self.words
         words[base + self.rank] = word
+        self._last = (call, base, word)
         # A locked instruction (an uncontended lock's atomic exchange) between this store and
         # the loads below: without it two ranks arriving together could each read the other's
         # slot before the other's store is visible, and neither compare.
@@ -59,7 +61,7 @@ class Board:
             poll_until(lambda: all(((words[base + r] >> 47) - seq) & _SEQ < _AHEAD
                                    for r in range(n)), wait)
         for w in words[base:base + n]:
-            if w != word and (w >> 47) == seq:
+            if w != word and (w >> 47) == seq and w:
                 break
         else:
             return []
@@ -69,9 +71,48 @@ class Board:
             bad = [r for r in bad if self._differs(words[base + r], seq, word)]
         return bad
 
+    # A second region, after the words: each rank's decision on the form of the call it
+    # wrote last, as (seq << 2) | 2 | blocking (never 0, which a slot holds before any use).
+    # MPI matches a blocking collective only with blocking ones, so a rank runs the blocking
+    # form only where every rank decided so (a rank may make the same call asynchronously).
+
+    def decide(self, call: int) -> None:
+        """Say that this rank runs call `call` in its library's non-blocking form."""
+        if self._last[0] == call:
+            self.words[SLOTS * self.n + self._last[1] + self.rank] = ((call & _SEQ) << 2) | 2
+
+    def met(self, call: int, what: str, check: Any = None) -> bool:
+        """Whether every rank of the group made call `call` exactly as this one and will run it
+        in its library's blocking form: this rank says it would, then waits until every peer
+        has said how it runs the call, or wrote another call there (as MCR_TIMEOUT_S and the
+        stall watch allow; what: the call, for that error; check: as poll_until runs it, to
+        end a wait on a rank that left). All ranks reach the same answer. False at once where
+        this rank wrote no word for `call`."""
+        last, base, word = self._last
+        if last != call:
+            return False
+        words, n, seq = self.words, self.n, call & _SEQ
+        d = SLOTS * n + base
+        mine = (seq << 2) | 3
+        words[d + self.rank] = mine
+        _ACQUIRE()
+        _RELEASE()
+
+        def said() -> bool:
+            for r in range(n):
+                w = words[base + r]
+                if w and w != word and (w >> 47) == seq:
+                    return True           # another call there: that rank will not say
+                if words[d + r] >> 2 != seq:
+                    return False
+            return True
+        poll_until(said, what, check=check)
+        return words[base:base + n].tolist().count(word) == n and \
+            words[d:d + n].tolist().count(mine) == n
+
     @staticmethod
     def _differs(w: int, seq: int, word: int) -> bool:
-        return (w >> 47) == seq and w != word
+        return (w >> 47) == seq and w != word and w != 0   # 0: a slot no one wrote yet
 
 
 def open_board(g: Group, store: Any, root: str) -> Board | None:
@@ -79,7 +120,7 @@ def open_board(g: Group, store: Any, root: str) -> Board | None:
     collective over g: every member calls it at the same point), or None on every rank if
     any rank could not map it. The file is removed once every rank has it mapped."""
     key = f"{root}board/{g.tag}{'.'.join(map(str, g.ranks))}"
-    size = max(mmap.PAGESIZE, SLOTS * g.size * 8)
+    size = max(mmap.PAGESIZE, 2 * SLOTS * g.size * 8)     # words, then decisions
     path = ""
     if g.rank == 0:
         folder = _SHM if os.path.isdir(_SHM) else tempfile.gettempdir()

@@ -52,6 +52,15 @@ def test_random_mpi_blocking_and_nonblocking_forms():
                 "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_mpi_calls_synchronous_on_some_ranks_and_asynchronous_on_others(n):
+    """A synchronous MPI call may run MPI's blocking form only where every rank does (MPI
+    never matches it with the non-blocking one an asynchronous call takes): right sums, no
+    wait past a few seconds."""
+    _ok(run_mpi(n, "sync_async_worker.py", env={"MCR_TIMEOUT_S": "30"}, timeout=120), n,
+        "SYNC-ASYNC OK")
+
+
 @pytest.mark.parametrize("launcher, n, extra, check", [
     ("mpi", 2, (), "0"), ("mpi", 2, ("--async",), "0"), ("mpi", 3, (), "0"),
     ("mpi", 3, (), "1"), ("torchrun", 2, ("--async",), "0")])

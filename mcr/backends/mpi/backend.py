@@ -1,11 +1,10 @@
 """MPI through mpi4py: CPU buffers directly; GPU tensors CUDA-aware or through pinned staging.
 
 Available only when the job was started by an MPI launcher (mpirun/mpiexec), so that importing
-mpi4py never turns a torchrun job into MPI singletons. Collectives of MCR_MPI_BLOCKING_BYTES and
-more run MPI's blocking form on one worker thread (Open MPI's blocking algorithms are faster
-than its non-blocking ones), waited on with a deadline; the rest use the non-blocking form,
-completed through mcr's Work, which polls with a deadline. Which form a call takes depends only
-on values every rank shares: MPI does not match a blocking collective with a non-blocking one.
+mpi4py never turns a torchrun job into MPI singletons. Which form of MPI's collective a call
+takes (blocking here, blocking on a worker, non-blocking and polled) is mcr.backends.mpi.issue's
+part; it depends only on values every rank shares or has seen every rank share: MPI does not
+match a blocking collective with a non-blocking one.
 """
 
 from __future__ import annotations
@@ -19,24 +18,21 @@ import torch
 import torch.distributed as tdist
 
 from ...config import Config
-from ...errors import McrTimeoutError
 from ...groups import Group, Spec
 from ...ops import ALL_REDUCE, REDUCTIONS, CallKey
-from ...threads import Futures, Worker
-from ...waits import PROGRESS_HOOKS, get_timeout, mcr_error, poll_until
+from ...threads import Worker
+from ...waits import PROGRESS_HOOKS
 from ...work import Work
 from ..base import HOST, Backend
 from .departures import Departures
+from .issue import Issuing
 from .library import abort_job_on_uncaught_exception, cuda_aware_mpi, overflowing_reductions
 from .staging import PinnedPool, host_visible
 
 _INT_MAX = 2**31 - 1
-_NONBLOCKING = {n: "I" + n[0].lower() + n[1:] for n in (
-    "Allreduce", "Allgather", "Allgatherv", "Reduce_scatter_block", "Alltoallv", "Bcast",
-    "Reduce", "Gather", "Scatter", "Barrier")}   # MPI's non-blocking form of each collective
 
 
-class MpiBackend(Backend):
+class MpiBackend(Issuing, Backend):
     """mpi4py over the communicator of each mcr group."""
 
     name = "mpi"
@@ -146,19 +142,6 @@ class MpiBackend(Backend):
         # A contiguous tensor of any shape is one buffer to MPI: no reshape needed.
         return [self._np(t), self._types[t.dtype]]
 
-    def _work(self, op: str, nbytes: int, g: Group, reqs: list, after: list[Callable[[], None]],
-              keep: tuple, source: Callable[[], int] | None = None,
-              on_worker: Futures | None = None, peer: int | None = None,
-              call: tuple | None = None) -> Work:
-        w = Work(op, self.name, nbytes, g.size, torch_work=on_worker, mpi_requests=reqs,
-                 mpi_test=self.MPI.Request.Testall, after=after, keep=keep)
-        w.source = source
-        w.check = self.departures.watch(g.ranks if peer is None else [g.ranks[peer]],
-                                        w.describe, call, any_of=peer is not None or source is None)
-        if on_worker is not None:
-            on_worker.check = w.check
-        return w
-
     def _reduction(self, redop: Any) -> tuple[Any, bool]:
         """(MPI's op, whether to divide after: avg) for a torch ReduceOp."""
         hit = self._by_id.get(id(redop))
@@ -167,86 +150,6 @@ class MpiBackend(Backend):
     @staticmethod
     def _avg(t: torch.Tensor, avg: bool, n: int) -> list[Callable[[], None]]:
         return [lambda: t.div_(n)] if avg else []
-
-    def _issue(self, g: Group, name: str, args: tuple, nbytes: int = -1,
-               blocking_fn: Callable[[Any], None] | None = None
-               ) -> tuple[list, Futures | None, tuple | None]:
-        """Start the collective MPI names `name` (blocking form) on g's communicator.
-
-        From MCR_MPI_BLOCKING_BYTES of nbytes (a size every rank shares; -1: none), its blocking
-        form (blocking_fn(comm) where given) runs on the worker. Otherwise its non-blocking form
-        is issued here, or, while the worker has calls queued, by the worker (this thread waits
-        until it is issued): every collective reaches the communicator in this rank's order,
-        and a non-blocking one still completes in any order. Returns (requests, worker handle,
-        the call's name for departures.watch).
-        """
-        comm = g.handles[self.name]
-        call = self.departures.issue(comm)
-        nonblocking = getattr(comm, _NONBLOCKING[name])
-        busy = self._worker is not None and self._worker.pending
-        if busy:
-            self._not_stuck(name)
-        if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
-            if not busy:
-                return [nonblocking(*args)], None, call
-            issued = self._worker.submit(nonblocking, *args)
-            try:
-                Futures([issued], self.departures.watch(g.ranks, lambda: f"MPI_{name}",
-                                                        call)).wait()
-            except TimeoutError as e:
-                raise McrTimeoutError(
-                    f"mcr: MPI_{name} waited {get_timeout():g} s (MCR_TIMEOUT_S) behind the "
-                    "blocking MPI collectives this rank issued before it: a rank of their "
-                    "groups may not have called one of them") from e
-            return [issued.result()], None, call
-        if self._worker is None:
-            self._worker = Worker("mcr-mpi")
-        fn = getattr(comm, name) if blocking_fn is None else (lambda *_: blocking_fn(comm))
-        return [], Futures([self._worker.submit(fn, *args)]), call
-
-    def _not_stuck(self, name: str) -> None:
-        """Refuse a call at once, rather than after another deadline, when the worker is still
-        inside a blocking collective that already timed out: MPI cannot interrupt it."""
-        secs, limit = self._worker.running_for(), get_timeout()
-        if secs > limit:
-            raise McrTimeoutError(
-                f"mcr: MPI_{name} not issued: this rank's MPI worker has been inside an earlier "
-                f"blocking MPI collective for {secs:.0f} s, past MCR_TIMEOUT_S ({limit:g} s), "
-                "and MPI cannot interrupt it (a rank of its group never called it). No later "
-                "MPI collective can run on this rank; restart the job.")
-
-    def drain(self) -> None:
-        """Wait until the worker has returned every call: MPI calls made outside _issue on a
-        communicator (creating others from it) must not overtake queued collectives."""
-        w = self._worker
-        if w is not None and w.pending:
-            poll_until(lambda: not w.pending, "MPI collectives queued on mcr's worker thread")
-
-    def _coll(self, op: str, g: Group, name: str, args: tuple, nbytes: int, shared: bool,
-              after: list[Callable[[], None]], keep: tuple,
-              blocking_fn: Callable[[Any], None] | None = None, *, sync: bool) -> Work | None:
-        """_issue, then the Work, or (sync) complete the call here and return None: a
-        synchronous call skips the Work object, which costs more host time than a small MPI
-        call itself. shared: nbytes is the same on every rank of g."""
-        reqs, fut, call = self._issue(g, name, args, nbytes if shared else -1, blocking_fn)
-        if not sync:
-            return self._work(op, nbytes, g, reqs, after, keep, on_worker=fut, call=call)
-        what = lambda: f"{op} on backend '{self.name}' ({nbytes} bytes)"  # noqa: E731
-        check = self.departures.watch(g.ranks, what, call)
-        try:
-            if fut is not None:
-                fut.check = check
-                fut.wait()
-            elif len(reqs) == 1:
-                poll_until(reqs[0].Test, what, progresses=True, check=check)
-            else:
-                poll_until(lambda: self.MPI.Request.Testall(reqs), what, progresses=True,
-                           check=check)
-        except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
-            raise mcr_error(e, what(), get_timeout()) from e
-        for fn in after:
-            fn()
-        return None
 
     # -- collectives -----------------------------------------------------------------------
 
