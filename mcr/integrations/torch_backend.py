@@ -8,9 +8,11 @@ init_process_group (after register() alone, at the first collective), with Gloo/
 its own beside this one.
 
 Every collective completes before it returns (the Work handed back is done, its future set):
-DDP's overlap of gradient all-reduces with the backward pass is lost on host libraries (on GPUs
-a stream-ordered library's call returns once enqueued, as torch's does). Point-to-point calls
-are under way when they return, so a batch in which every rank sends first does not wait."""
+DDP's overlap of gradient all-reduces with the backward pass is lost on host libraries. On
+GPUs a stream-ordered library's call returns once enqueued, as torch's does, and an all-reduce
+outside graph capture hands back a Work whose future completes on the GPU (DDP's buckets).
+Point-to-point calls are under way when they return, so a batch in which every rank sends
+first does not wait."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
+from mcr.streams import capturing
 
 NAME = "mcr"
 # Backend strings a script's init_process_group may name that install() sends to mcr: torch's
@@ -135,6 +138,43 @@ class _Pending(_Done):
         return super().get_future()
 
 
+class _OnStream(_Done):
+    """GPU all-reduces under way on their library's stream, as torch's NCCL work is: wait()
+    makes the caller's current stream wait for them; the future completes on the GPU when they
+    do (a CUDA future whose events were recorded on a stream that waits for them), so DDP's
+    bucket hooks run behind the all-reduce without holding back the backward pass."""
+
+    def __init__(self, works: list[Any], result: list[torch.Tensor]) -> None:
+        super().__init__(result)
+        self._works = [w for w in works if w is not None]
+        dev = result[0].device
+        side = _WAITERS.get(dev)
+        if side is None:
+            side = _WAITERS[dev] = torch.cuda.Stream(dev)
+        with torch.cuda.stream(side):
+            for w in self._works:
+                w.wait()
+            self._fut: torch.futures.Future = torch.futures.Future(devices=[dev])
+            self._fut.set_result(result)
+
+    def wait(self, timeout: Any = None) -> bool:
+        """The caller's current stream waits for the all-reduces."""
+        for w in self._works:
+            w.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether the library has finished on the GPU."""
+        return all(w.is_completed() for w in self._works)
+
+    def get_future(self) -> torch.futures.Future:
+        """A CUDA future of the tensors, completed when the all-reduces are."""
+        return self._fut
+
+
+_WAITERS: dict[torch.device, Any] = {}   # device -> the stream futures are completed on
+
+
 class McrProcessGroup(tdist.ProcessGroup):
     """A torch process group whose collectives are mcr.comm's calls on the same ranks."""
 
@@ -171,6 +211,9 @@ class McrProcessGroup(tdist.ProcessGroup):
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> tdist.Work:
         """All-reduce each tensor (torch's allreduce)."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
+        if tensors and tensors[0].is_cuda and not capturing():
+            return _OnStream([dist.all_reduce(t, op, group=self._g(), async_op=True)
+                              for t in tensors], tensors)
         for t in tensors:
             dist.all_reduce(t, op, group=self._g())
         return _Done(tensors)
