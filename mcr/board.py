@@ -12,6 +12,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .groups import Group
@@ -81,7 +82,7 @@ class Board:
         if self._last[0] == call:
             self.words[SLOTS * self.n + self._last[1] + self.rank] = ((call & _SEQ) << 2) | 2
 
-    def met(self, call: int, what: str, check: Any = None) -> bool:
+    def met(self, call: int, what: str | Callable[[], str], check: Any = None) -> bool:
         """Whether every rank of the group made call `call` exactly as this one and will run it
         in its library's blocking form: this rank says it would, then waits until every peer
         has said how it runs the call, or wrote another call there (as MCR_TIMEOUT_S and the

@@ -128,7 +128,7 @@ class Issuing:
         if bd:
             if sync and self._direct(g, nbytes if shared else -1):
                 call = self.departures.issue(g.handles[self.name])
-                if bd.met(g.calls, what(), self.departures.watch(g.ranks, what, call)):
+                if bd.met(g.calls, what, self.departures.watch(g.ranks, what, call)):
                     # Every rank made this very call (mcr.guard's board) and runs it blocking:
                     # the blocking form cannot wait for a peer at another call, and runs faster
                     # than the non-blocking one (Open MPI's libnbc: 2x slower at 4 KiB-1 MiB).

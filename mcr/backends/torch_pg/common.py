@@ -118,7 +118,7 @@ class TorchPGBackend(Backend):
         # checks for before it waits).
         if not ON_COMPLETE and self.domain == STREAM:
             return w
-        return Work.of_torch(what, self.name, t.nbytes, len(g.ranks), w, self.domain == STREAM)
+        return self._work(what, t, g, w)
 
     def _call(self, what: str, t: torch.Tensor, g: Group, sync: bool, fn: Any, /, *args: Any,
               **kw: Any) -> Work | None:
