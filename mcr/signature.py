@@ -16,7 +16,7 @@ from .checks import describe
 from .errors import LibraryError, McrTimeoutError, MismatchError
 from .groups import Group
 from .ops import CallKey
-from .waits import CHECK_EVERY_S
+from .waits import CHECK_EVERY_S, PENDING, progress
 
 # Between a store value's fields: the signature (or a description), then the call's index in
 # its group (Group.calls), which the comparison leaves out.
@@ -176,6 +176,11 @@ class SignatureCheck:
                         f"MCR_TIMEOUT_S): they are late or stuck, or made a call of a kind "
                         f"they had made before while {new}")
                 ask = now + self.poll
+            if PENDING[0]:
+                # A peer may be inside a call it made synchronously that waits on this rank's
+                # asynchronous MPI requests of the same point: they move only when progressed.
+                progress()
+                nap = 1e-4
             time.sleep(nap)
             nap = min(2 * nap, 0.01)   # a peer a moment behind is seen at once
 

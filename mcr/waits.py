@@ -39,9 +39,13 @@ def get_timeout() -> float:
     return _TIMEOUT_S[0]
 
 
-def _progress() -> None:
+def progress() -> None:
+    """Drive the host-progressed libraries (MPI) once: peers may wait on this host's requests."""
     for hook in PROGRESS_HOOKS:
         hook()
+
+
+_progress = progress
 
 
 def timeout_error(what: str, timeout: float) -> McrError:

@@ -61,6 +61,16 @@ def test_mpi_calls_synchronous_on_some_ranks_and_asynchronous_on_others(n):
         "SYNC-ASYNC OK")
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_random_mpi_calls_synchronous_on_some_ranks_asynchronous_on_others(n):
+    """Every op, the same calls made synchronously by some ranks and asynchronously by others:
+    a rank waiting in the store's first-kind check keeps its MPI requests moving for a peer
+    inside the synchronous form of an earlier call (it hung until MCR_TIMEOUT_S)."""
+    _ok(run_mpi(n, "random_worker.py", "--ops", "400", "--seed", "91", "--backends",
+                "mpi,mpi,gloo", "--own-async", env={"MCR_TIMEOUT_S": "60"}), n,
+        "RANDOM OK 400 ops")
+
+
 @pytest.mark.parametrize("launcher, n, extra, check", [
     ("mpi", 2, (), "0"), ("mpi", 2, ("--async",), "0"), ("mpi", 3, (), "0"),
     ("mpi", 3, (), "1"), ("torchrun", 2, ("--async",), "0")])

@@ -96,7 +96,7 @@ def issue(i: int) -> tuple[object, object]:
     root = shared.choice(members)
     redop = reduce_op(dtype, len(members))
     # a rank that makes no call still holds a stand-in work where members hold one, so that
-    # run_shuffled draws its shared coin on every rank alike
+    # every rank waits its pending works at the same points
     skipped = (WaitAll([]), lambda: None) if async_op or op in WORKS else (None, lambda: None)
     if r not in members:
         OUTSIDE.append(i)

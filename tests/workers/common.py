@@ -83,7 +83,8 @@ def run_shuffled(ops: int, issue: Any, shared: random.Random, local: random.Rand
             done += 1
         else:
             pending.append((w, check))
-        if len(pending) >= most or (pending and shared.random() < chance) or i == ops - 1:
+        coin = shared.random() < chance    # drawn every time: ranks' pending lists may differ
+        if len(pending) >= most or (pending and coin) or i == ops - 1:
             local.shuffle(pending)
             for w_, check_ in pending:
                 w_.wait()

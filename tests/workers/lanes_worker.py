@@ -40,7 +40,7 @@ OPS = {"float": [R.SUM, R.AVG, R.MIN, R.MAX, R.PRODUCT], "int": [R.SUM, R.MIN, R
 
 class _NotMine:
     """A non-member's stand-in for the call's work, so that every rank keeps the same pending
-    count (run_shuffled's shared coin is drawn only while something is pending)."""
+    count and waits its works at the same points."""
 
     def wait(self) -> None:
         """Nothing to wait for."""

@@ -2,6 +2,8 @@
 
 Every rank draws the same sequence of (op, size, backend, async) from a shared seed, so the
 collectives match; each rank then waits its pending async ops in its own shuffled order.
+`--own-async`: each rank draws async for itself, so the same call is synchronous on some ranks
+and asynchronous on others (legal in torch.distributed).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ap.add_argument("--ops", type=int, default=2000)
 ap.add_argument("--seed", type=int, default=1234)
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--backends", default="gloo,mpi")
+ap.add_argument("--own-async", action="store_true")
 args = ap.parse_args()
 
 dist.init_distributed(verbose=False)
@@ -42,6 +45,8 @@ def issue(i: int) -> tuple[object, object]:
     op, be, dtype = shared.choice(OPS), shared.choice(BACKENDS), shared.choice(DTYPES)
     numel = shared.choice([1, 2, 7, 64, 1000, 4099, 65536, 100_003])
     async_op = shared.random() < 0.5
+    if args.own_async:
+        async_op = local.random() < 0.5
     root = shared.randrange(n)
     parts = [gen(q, numel, dtype, i, exact=True, device=dev) for q in range(n)]
     tag = f"op {i}: {op} {be} {dtype} {numel} async={async_op}"
