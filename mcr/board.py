@@ -101,8 +101,7 @@ class Board:
 
         def said() -> bool:
             for r in range(n):
-                w = words[base + r]
-                if w and w != word and (w >> 47) == seq:
+                if self._differs(words[base + r], seq, word):
                     return True           # another call there: that rank will not say
                 if words[d + r] >> 2 != seq:
                     return False

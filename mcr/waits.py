@@ -45,9 +45,6 @@ def progress() -> None:
         hook()
 
 
-_progress = progress
-
-
 def timeout_error(what: str, timeout: float) -> McrError:
     """The error of a call (`what`) that did not complete within `timeout` seconds (a
     MismatchError where the stall watch found a peer at another call)."""
@@ -117,7 +114,7 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
     next_check = CHECK_EVERY_S
     while True:
         if not progresses:
-            _progress()
+            progress()
         if done():
             return
         spins += 1
