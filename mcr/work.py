@@ -91,10 +91,14 @@ class Work(tdist.Work):
         if self._done:
             return True
         if timeout is None and self._torch is not None and not self._reqs and not PENDING[0]:
-            # The common case, cheaply: a torch work, no MPI owed: torch waits (host libraries
-            # with their group's timeout, which mcr set to MCR_TIMEOUT_S).
+            # The common case, cheaply: a torch work, no MPI owed. A host library's wait goes
+            # in slices, which the stall watch's note can end (torch's own would sit out the
+            # group's timeout while a peer waits in another call).
             try:
-                self._torch.wait()
+                if self._stream:
+                    self._torch.wait()
+                else:
+                    wait_torch_host(self._torch, get_timeout())
             except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                 self._raise(e, get_timeout())
             if self._after or ON_COMPLETE:

@@ -5,6 +5,7 @@ Each rank prints `EXPECTED <ErrorType>: <message>` for every error it saw, then 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -37,6 +38,23 @@ def expect(kind: type, fn, *must: str) -> None:  # noqa: ANN001
         print(f"rank {rank}: EXPECTED {kind.__name__}: {msg.replace(chr(10), ' | ')}", flush=True)
         return
     raise AssertionError(f"no {kind.__name__} raised")
+
+
+def leave_when_all_said(n: int) -> None:
+    """Exit without an orderly shutdown (the peers' calls never complete) once every rank has
+    said its part, or after 60 s: mpirun stops every rank once one leaves without
+    MPI_Finalize, so a rank that leaves early cuts a slower peer's report."""
+    from datetime import timedelta
+
+    import torch.distributed as tdist
+    # The store's host (rank 0 under mpirun) leaving first ends the others' wait with an
+    # error: every report is out by then.
+    with contextlib.suppress(Exception):
+        store = tdist.distributed_c10d._get_default_store()
+        store.set(f"errors_worker_done/{rank}", "1")
+        store.wait([f"errors_worker_done/{r}" for r in range(n)], timedelta(seconds=60))
+        time.sleep(0.5)      # the store's host stays until its peers have read the last key
+    os._exit(0)
 
 
 def agreeing_calls_still_work() -> None:
@@ -295,8 +313,7 @@ elif scenario == "new_vs_old":
     took = time.monotonic() - t0
     assert took < 60, f"the mismatch took {took:.0f} s to report"
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
-    time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
-    os._exit(0)     # the peers' calls never complete: no orderly shutdown
+    leave_when_all_said(dist.get_world_size())
 elif scenario.startswith("warm_"):
     # After warm-up (every rank has made both kinds of call, twice), rank 0 makes one kind
     # while its peers make the other, at the same point, MCR_CHECK unset: every rank gets a
@@ -360,8 +377,7 @@ elif scenario.startswith("warm_"):
         raise AssertionError("no MismatchError raised")
     took = time.monotonic() - t0
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
-    time.sleep(3)   # mpirun stops every rank once one leaves without MPI_Finalize
-    os._exit(0)
+    leave_when_all_said(dist.get_world_size())
 elif scenario == "store_keys":
     # A job whose sizes change every call: the keys mcr leaves in torch's store stay a few,
     # not one or two per size (with the guard and without, MCR_GUARD=0).
