@@ -28,12 +28,18 @@ def _run(launcher: str, n: int, what: str, backend: str, env: dict[str, str]) ->
 @pytest.mark.parametrize("launcher,n,what", [
     ("torchrun", 2, "ddp"), ("torchrun", 2, "fsdp"), ("torchrun", 2, "tp"),
     ("mpi", 2, "ddp"), ("mpi", 2, "fsdp"), ("mpi", 2, "tp"), ("mpi", 4, "mesh"),
-    ("torchrun", 4, "mesh")])
+    ("torchrun", 4, "mesh"), ("torchrun", 2, "tpc"), ("mpi", 2, "tpc")])
 def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
+    """tpc: the TP model under torch.compile (inductor), its all-reduces inside the compiled
+    graph as functional collectives on the mcr group."""
     env = {"MCR_TUNING_TABLE": MIXED} if launcher == "mpi" and n == 2 else {}
     plain = _losses(_run(launcher, n, what, "gloo", {}), what, "gloo", n)
     out = _run(launcher, n, what, "mcr", env)
     assert _losses(out, what, "mcr", n) == plain, out[-3000:]
+    if what == "tpc":   # one compiled graph a rank, no graph break
+        # (ranks' lines may share a line of torchrun's output)
+        assert sorted(re.findall(r"rank (\d+): COMPILED graphs [1-9]\d* breaks 0(?!\d)", out)) == \
+            [str(r) for r in range(n)], out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
     if env:   # the table mixes the two libraries by size: both served calls

@@ -18,6 +18,7 @@ import time
 
 import torch
 import torch.distributed as tdist
+from pairstats import ci95
 from torch import nn
 
 ap = argparse.ArgumentParser()
@@ -28,6 +29,8 @@ ap.add_argument("--hidden", type=int, default=4096)
 ap.add_argument("--layers", type=int, default=8)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--cpu", action="store_true")
+ap.add_argument("--mcr-nccl", action="store_true",
+                help="a fourth copy on the mcr backend with every call sent to NCCL")
 args = ap.parse_args()
 
 from mcr.integrations import torch_backend  # noqa: E402
@@ -78,15 +81,20 @@ def wrap(kind: str, group: object | None) -> nn.Module:
 out: dict = {}
 for kind in args.what.split(","):
     models = {"mcr": wrap(kind, mcr_world), "nccl": wrap(kind, plain), "floor": wrap(kind, None)}
+    if args.mcr_nccl:       # the same backend, every call sent to NCCL (force_backend)
+        models["mcr_nccl"] = wrap(kind, mcr_world)
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
     gen = torch.Generator(dev).manual_seed(1 + rank)
     xs = [torch.randn(args.batch * 128, h, device=dev, dtype=dtype, generator=gen)
           for _ in range(args.steps)]
-    losses: dict[str, list[float]] = {"mcr": [], "nccl": []}
+    losses: dict[str, list[float]] = {"mcr": [], "nccl": [], "mcr_nccl": []}
 
     def block(mode: str, record: bool = False) -> float:
         """ms per training step over args.steps steps."""
         m, opt = models[mode], opts[mode]
+        if args.mcr_nccl and cuda:
+            import mcr.comm as dist
+            dist.force_backend("nccl" if mode == "mcr_nccl" else None)
         sync()
         tdist.barrier(group=plain)
         t0 = time.perf_counter()
@@ -95,13 +103,13 @@ for kind in args.what.split(","):
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            if record:
+            if record and mode in losses:
                 losses[mode].append(loss.detach())
         sync()
         return (time.perf_counter() - t0) / args.steps * 1e3
 
     for mode in models:                     # warm-up, and the losses of the first steps
-        block(mode, record=mode != "floor")
+        block(mode, record=True)
     same = [float(a) == float(b) for a, b in zip(losses["mcr"], losses["nccl"])]
     diff = max(abs(float(a) - float(b)) for a, b in zip(losses["mcr"], losses["nccl"]))
     t: dict[str, list[float]] = {m: [] for m in models}
@@ -110,10 +118,14 @@ for kind in args.what.split(","):
         for mode in (order if r % 2 == 0 else order[::-1]):
             t[mode].append(block(mode))
     ratios = sorted(b / a for a, b in zip(t["mcr"], t["nccl"]))
+    if "mcr_nccl" in t:
+        r2 = sorted(b / a for a, b in zip(t["mcr_nccl"], t["nccl"]))
+        out[kind + "_mcr_nccl"] = {"ratio_median": statistics.median(r2),
+                                   "ratio_range": [r2[0], r2[-1]], "ratio_ci95": ci95(r2)}
     med = {k: statistics.median(v) for k, v in t.items()}
     gap = med["nccl"] - med["floor"]
     out[kind] = {"ms": med, "ratio_median": statistics.median(ratios),
-                 "ratio_range": [ratios[0], ratios[-1]],
+                 "ratio_range": [ratios[0], ratios[-1]], "ratio_ci95": ci95(ratios),
                  "captured": (med["nccl"] - med["mcr"]) / gap if gap > 0 else None,
                  "losses_equal": all(same), "loss_maxdiff": diff, "blocks": t}
 

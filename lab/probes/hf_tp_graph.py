@@ -22,6 +22,7 @@ import sys
 import time
 
 import torch
+from pairstats import ci95
 
 if sys.argv[1] == "make":
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -42,6 +43,8 @@ ap.add_argument("--batches", default="1,16")
 ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--reps", type=int, default=30)
 ap.add_argument("--prompt", type=int, default=32)
+ap.add_argument("--eager-rounds", type=int, default=0, help="eager: rounds (default --rounds)")
+ap.add_argument("--eager-reps", type=int, default=0, help="eager: steps a block (--reps)")
 ap.add_argument("--cpu", action="store_true")
 args = ap.parse_args()
 
@@ -151,28 +154,29 @@ for batch in [int(b) for b in args.batches.split(",")]:
     same_tok = bool(torch.equal(logits["mcr"].argmax(-1), logits["nccl"].argmax(-1)))
 
     def block(mode: str, graph: bool) -> float:
-        """ms per decode step over args.reps steps."""
+        """ms per decode step over a block's steps."""
         set_mode(mode)
         c = caches[mode]
         rewind(c)
         sync()
         tdist.barrier()
         t0 = time.perf_counter()
-        for _ in range(args.reps):
+        reps = args.reps if graph else args.eager_reps or args.reps
+        for _ in range(reps):
             if graph:
                 graphs[mode].replay()
             else:
                 with torch.no_grad():
                     model(input_ids=ids, past_key_values=c, use_cache=True, cache_position=pos)
         sync()
-        return (time.perf_counter() - t0) / args.reps * 1e3
+        return (time.perf_counter() - t0) / reps * 1e3
 
     out_b: dict = {"logit_maxdiff_mcr_vs_nccl": diff, "same_greedy_tokens": same_tok}
     for graph in ([True, False] if cuda else [False]):
         t: dict[str, list[float]] = {m: [] for m in ("mcr", "nccl", "floor")}
         order = ["mcr", "nccl", "floor"]
         block("mcr", graph)
-        for r in range(args.rounds):
+        for r in range(args.rounds if graph else args.eager_rounds or args.rounds):
             for m in (order if r % 2 == 0 else order[::-1]):
                 t[m].append(block(m, graph))
         ratios = sorted(n / m for n, m in zip(t["nccl"], t["mcr"]))
@@ -180,7 +184,7 @@ for batch in [int(b) for b in args.batches.split(",")]:
         gap = med["nccl"] - med["floor"]
         out_b["graph" if graph else "eager"] = {
             "ms": med, "ratio_median": statistics.median(ratios),
-            "ratio_range": [ratios[0], ratios[-1]],
+            "ratio_range": [ratios[0], ratios[-1]], "ratio_ci95": ci95(ratios),
             "captured": (med["nccl"] - med["mcr"]) / gap if gap > 0 else None,
             "blocks": t}
     if cuda:

@@ -1,8 +1,9 @@
 """torch.distributed code on the `mcr` backend trains as on plain Gloo, bit for bit: DDP, FSDP2
-(no mcr hook), DTensor tensor parallelism (parallelize_module) and, on 4 ranks, a 2-D mesh
-(FSDP2 x TP). One workload a run, on plain Gloo or on the `mcr` backend (torch's default
-backend sent there by install()); each rank prints its losses exactly (float.hex), rank 0 of an
-mcr run the summary of what served it. A third argument `cuda` runs it on GPUs (plain is
+(no mcr hook), DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile,
+`tpcg` compiled into CUDA graphs) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One workload a
+run, on plain Gloo or on the `mcr` backend (torch's default backend sent there by install());
+each rank prints its losses exactly (float.hex), rank 0 of an mcr run the summary of what
+served it. A third argument `cuda` runs it on GPUs (plain is
 then `nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
@@ -53,10 +54,13 @@ def train(what: str) -> list[float]:
         for m in model:
             fully_shard(m)
         fully_shard(model)
-    elif what == "tp":
+    elif what in ("tp", "tpc", "tpcg"):
         mesh = init_device_mesh(DEVICE, (world,))
         for m in model:
             parallelize_module(m, mesh, tp)
+        if what != "tp":    # torch.compile (inductor): DTensor's functional collectives;
+            # tpcg: in CUDA graphs (reduce-overhead), on GPUs
+            model = torch.compile(model, mode="reduce-overhead" if what == "tpcg" else None)
     else:   # mesh: FSDP2 over dim 0, TP over dim 1
         mesh = init_device_mesh(DEVICE, (world // 2, 2), mesh_dim_names=("dp", "tp"))
         for m in model:
@@ -155,6 +159,10 @@ if __name__ == "__main__":
     else:
         tdist.init_process_group(backend)
     losses = calls() if what == "calls" else train(what)
+    if what in ("tpc", "tpcg"):   # compiled, and the collectives inside the compiled graphs
+        from torch._dynamo.utils import counters
+        print(f"rank {tdist.get_rank()}: COMPILED graphs {counters['stats']['unique_graphs']} "
+              f"breaks {sum(counters['graph_break'].values())}", flush=True)
     rank = tdist.get_rank()
     if backend == "mcr" and rank == 0:
         import mcr.comm as dist
