@@ -72,6 +72,22 @@ def profile_breakdown(prof: Any, wall_us: float, steps: int) -> dict[str, Any]:
             "top_ms": {k: round(v * ms, 3) for k, v in top}, **host_side(prof, ms)}
 
 
+def profiled(step: Any, steps: int, device: torch.device) -> dict[str, float]:
+    """step(i) for i < steps under torch.profiler: ms per step of wall, GPU compute,
+    communication, communication not under compute, GPU idle (profile_breakdown's)."""
+    from torch.profiler import ProfilerActivity, profile
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        sync(device)
+        wall_us = (time.perf_counter() - t0) * 1e6
+    b = profile_breakdown(prof, wall_us, steps)
+    return {k: b[k] for k in ("wall_ms", "compute_ms", "comm_ms", "comm_exposed_ms",
+                              "gpu_idle_ms")}
+
+
 # Host-side ranges worth seeing whole: the frameworks' own collective ranges (FSDP::*,
 # torch's c10d/nccl ops) and CUDA runtime calls, synchronizing ones above all.
 _HOST_PREFIXES = ("FSDP::", "c10d::", "nccl:", "cuda", "cu")

@@ -37,7 +37,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
-from benchmarks.common import median_interval, profile_breakdown, sync
+from benchmarks.common import median_interval, profiled, sync
 from benchmarks.tp_model import SHAPES, Comm, TPDecoder, Weights
 from mcr.measure.turns import turn_orders
 
@@ -127,20 +127,10 @@ def breakdowns(runners: dict[str, Runner], steps: int, device: torch.device
                ) -> dict[str, dict[str, Any]]:
     """Per configuration, from torch.profiler over `steps` decode steps: ms per token of GPU
     compute, communication, communication not under compute, GPU idle."""
-    from torch.profiler import ProfilerActivity, profile
     out = {}
     for name, r in runners.items():
         r.model.reset()
-        sync(device)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                r.step()
-            sync(device)
-            wall_us = (time.perf_counter() - t0) * 1e6
-        b = profile_breakdown(prof, wall_us, steps)
-        out[name] = {k: v for k, v in b.items() if k in ("wall_ms", "compute_ms", "comm_ms",
-                                                           "comm_exposed_ms", "gpu_idle_ms")}
+        out[name] = profiled(lambda _i, r=r: r.step(), steps, device)
     return out
 
 
@@ -192,43 +182,51 @@ def run_torch(args: argparse.Namespace, device: torch.device, dtype: torch.dtype
     return rows
 
 
-def say(row: dict[str, Any]) -> None:
-    """One line per measured point, on rank 0."""
+def say(row: dict[str, Any], head: str = "", unit: str = "token",
+        compared: tuple[str, str] = ("tokens", "logits")) -> None:
+    """One line per measured point, on rank 0 (head: the point's name; compared: the row's
+    `<name>_equal` keys, the first compared step by step, the second bit for bit)."""
     if tdist.get_rank() != 0:
         return
-    parts = [f"{row['impl']} {row['shape']} batch {row['batch']} {row['mode']}:"]
+    parts = [head or f"{row['impl']} {row['shape']} batch {row['batch']} {row['mode']}:"]
     parts += [f"{c} {row[c + '_ms']:.3f}" for c in CONFIGS if c + "_ms" in row]
     if "ratio" in row:
         lo, hi = row["interval"]
-        parts.append(f"ms/token; mcr {row['ratio']:.3f}x [{lo:.3f}-{hi:.3f}]")
+        parts.append(f"ms/{unit}; mcr {row['ratio']:.3f}x [{lo:.3f}-{hi:.3f}]")
     if row.get("captured") is not None:
         parts.append(f"captured {100 * row['captured']:.0f}%")
-    if "tokens_equal" in row:
-        parts.append("tokens equal" if row["tokens_equal"] else
-                     f"tokens differ from step {row['first_differing_step']}")
+    steps, bits = compared
+    if f"{steps}_equal" in row:
+        parts.append(f"{steps} equal" if row[f"{steps}_equal"] else
+                     f"{steps} differ from step {row['first_differing_step']}")
     for c, b in row.get("breakdown", {}).items():
         if c != "floor" and b["wall_ms"] > 0:
             parts.append(f"{c} comm {b['comm_ms']:.3f} ms ({100 * b['comm_ms'] / b['wall_ms']:.0f}%"
                          f", exposed {b['comm_exposed_ms']:.3f})")
-    if "logits_equal" in row:
-        parts.append("logits bit-identical" if row["logits_equal"] else "logits differ")
+    if f"{bits}_equal" in row:
+        parts.append(f"{bits} bit-identical" if row[f"{bits}_equal"] else f"{bits} differ")
     print(" ".join(parts), flush=True)
 
 
-def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
-    """ms/token of each configuration per point, and mcr's ratio over plain."""
+def plot(rows: list[dict[str, Any]], path: Path, title: str, labels: list[str] | None = None,
+         unit: str = "token") -> None:
+    """ms per `unit` of each configuration per point (labels: one a row), and mcr's ratio over
+    plain."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
-    impl = {"deepspeed": "DS", "torch": "torch"}
-    labels = [f"{impl[r['impl']]} {r['shape']}\nb{r['batch']} {r['mode']}" for r in rows]
+    many = len(rows) > 10     # then one panel above the other, wide enough for every label
+    fig, (a, b) = plt.subplots(*((2, 1) if many else (1, 2)),
+                               figsize=(max(12.0, 0.42 * len(rows)), 9 if many else 4.2))
+    if labels is None:
+        impl = {"deepspeed": "DS", "torch": "torch"}
+        labels = [f"{impl[r['impl']]} {r['shape']}\nb{r['batch']} {r['mode']}" for r in rows]
     x = range(len(rows))
     for k, c in enumerate(CONFIGS):
         if all(c + "_ms" in r for r in rows):
             a.bar([i + (k - 1) * 0.27 for i in x], [r[c + "_ms"] for r in rows], 0.27, label=c)
-    a.set_xticks(list(x), labels, fontsize=7)
-    a.set(ylabel="ms per token (lower is better)", title=title)
+    a.set_xticks(list(x), labels, fontsize=7, rotation=90 if many else 0)
+    a.set(ylabel=f"ms per {unit} (lower is better)", title=title)
     a.legend()
     ratios = [r.get("ratio", float("nan")) for r in rows]
     b.bar(list(x), ratios, color=["tab:green" if v >= 1 else "tab:red" for v in ratios])
@@ -236,8 +234,9 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
         if "interval" in r:
             b.plot([i, i], r["interval"], color="black", lw=1)
     b.axhline(1.0, color="gray", lw=0.8)
-    b.set_xticks(list(x), labels, fontsize=7)
-    b.set(ylabel="tokens/s, mcr over plain", title="mcr's speed-up (bar: median; line: interval)")
+    b.set_xticks(list(x), labels, fontsize=7, rotation=90 if many else 0)
+    b.set(ylabel=f"{unit}s/s, mcr over plain",
+          title="mcr's speed-up (bar: median; line: interval)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -271,33 +270,45 @@ def parse() -> argparse.Namespace:
     return args
 
 
+def start() -> tuple[torch.device, torch.dtype]:
+    """mcr started; this rank's device and the dtype the steps run in (bf16 on GPUs)."""
+    dist.init_distributed(verbose=False)
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device()), torch.bfloat16
+    return torch.device("cpu"), torch.float32
+
+
+def report(rows: list[dict[str, Any]], out_dir: str, stem: str, title: str,
+           labels: list[str] | None = None, unit: str = "token") -> None:
+    """Rank 0 writes the JSON (the rows, what served mcr's calls, device, command, date) and
+    the plot into out_dir, named stem_npN; then every rank leaves mcr."""
+    served = dist.log_summary(return_dict=True)
+    world = tdist.get_world_size()
+    if tdist.get_rank() == 0 and out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"{stem}_np{world}"
+        dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+        res = {"rows": rows, "world_size": world, "device": dev, "torch": torch.__version__,
+               "command": " ".join(sys.argv), "mcr_served": served,
+               "date": time.strftime("%Y-%m-%d")}
+        (out / f"{stem}.json").write_text(json.dumps(res, indent=1))
+        plot(rows, out / f"{stem}.png", f"{title}, {world} x {dev}", labels, unit)
+        print(f"wrote {out / stem}.json and .png", flush=True)
+    tdist.barrier()
+    dist.destroy_process_group()
+
+
 def main() -> None:
     """Start, run every point, report."""
     args = parse()
-    cuda = torch.cuda.is_available()
-    dist.init_distributed(verbose=False)
-    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
+    device, dtype = start()
     if args.impl == "torch":
         rows = run_torch(args, device, dtype)
     else:
         from benchmarks.decode_deepspeed import run_deepspeed
         rows = run_deepspeed(args, device, dtype, summarize, say)
-    served = dist.log_summary(return_dict=True)
-    world = tdist.get_world_size()
-    if tdist.get_rank() == 0 and args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = f"decode_{args.impl}_{args.shape}_np{world}"
-        dev = torch.cuda.get_device_name(0) if cuda else "cpu"
-        res = {"rows": rows, "world_size": world, "device": dev, "torch": torch.__version__,
-               "command": " ".join(sys.argv), "mcr_served": served,
-               "date": time.strftime("%Y-%m-%d")}
-        (out / f"{stem}.json").write_text(json.dumps(res, indent=1))
-        plot(rows, out / f"{stem}.png", f"{args.impl} decode, {world} x {dev}")
-        print(f"wrote {out / stem}.json and .png", flush=True)
-    tdist.barrier()
-    dist.destroy_process_group()
+    report(rows, args.out, f"decode_{args.impl}_{args.shape}", f"{args.impl} decode")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,27 +49,40 @@ def build(shape: dict[str, int], world: int, device: torch.device, dtype: torch.
 
 
 class Switch:
-    """Which deepspeed.comm the model's all-reduces reach: DeepSpeed's, mcr's, or none."""
+    """Which deepspeed.comm the model's calls reach: DeepSpeed's, mcr's, or none (floor: the
+    named functions replaced by stand-ins, in every DeepSpeed module that bound them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, floor: dict[str, Callable[..., Any]] | None = None) -> None:
         import deepspeed.comm as ds_comm
 
         import mcr.integrations.deepspeed as mcr_ds
         self.ds_comm, self.mcr_ds = ds_comm, mcr_ds
-        self.saved: Any = None
+        self.floor = floor if floor is not None else \
+            {"inference_all_reduce": lambda tensor, *a, **k: tensor}
+        self.saved: dict[str, Any] = {}
 
     def to(self, config: str) -> None:
         """Route the next calls as `config` says."""
-        if self.saved is not None:
-            self.ds_comm.inference_all_reduce = self.saved
-            self.saved = None
+        for name, orig in self.saved.items():
+            _replace(self.floor[name], orig)
+        self.saved.clear()
         if config == "mcr":
             self.mcr_ds.install()
         else:
             self.mcr_ds.uninstall()
         if config == "floor":
-            self.saved = self.ds_comm.inference_all_reduce
-            self.ds_comm.inference_all_reduce = lambda tensor, *a, **k: tensor
+            for name, stand_in in self.floor.items():
+                self.saved[name] = getattr(self.ds_comm, name)
+                _replace(self.saved[name], stand_in)
+
+
+def _replace(old: Any, new: Any) -> None:
+    """Every attribute of a loaded DeepSpeed module that is `old` becomes `new`."""
+    for mod_name, m in list(sys.modules.items()):
+        if m is not None and (mod_name == "deepspeed" or mod_name.startswith("deepspeed.")):
+            for attr, val in list(vars(m).items()):
+                if val is old:
+                    setattr(m, attr, new)
 
 
 def _cache(model: Any, batch: int, length: int) -> Any:

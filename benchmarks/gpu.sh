@@ -13,6 +13,9 @@
 #            where DeepSpeed imports
 #   overlap  the standard overlap benchmark: GEMMs beside 256 MiB all-gathers
 #   train    FSDP2 and DeepSpeed ZeRO-3 training steps, the large shape (benchmarks/train_step.py)
+#   moe      DeepSpeed-MoE expert parallelism (benchmarks/moe.py), the large shape: decode-size
+#            forwards (64, 256 tokens a rank) and training steps (512, 4096), top-2, capacity
+#            1.0 and drop-less with uneven splits (needs DeepSpeed)
 # NVLink multicast stays off (shared hosts): NCCL_NVLS_ENABLE=0 and the like are set here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,7 +81,14 @@ for p in $PARTS; do
         --out "$OUT/train"
       part train_zero3 "${RUN[@]}" -m benchmarks.train_step --framework deepspeed \
         --shape large --out "$OUT/train" ;;
-    *) echo "benchmarks/gpu.sh: unknown part '$p' (osu, decode, overlap, train)" >&2; exit 2 ;;
+    moe)
+      part moe_decode "${RUN[@]}" -m benchmarks.moe --shape large --tokens 64,256 --k 2 \
+        --capacity 1.0,uneven --step decode --out "$OUT/moe_decode"
+      part moe_train "${RUN[@]}" -m benchmarks.moe --shape large --tokens 512,4096 --k 2 \
+        --capacity 1.0,uneven --step train --out "$OUT/moe_train" ;;
+    *) echo "benchmarks/gpu.sh: unknown part '$p' (osu, decode, overlap, train, moe)" >&2
+       exit 2 ;;
   esac
 done
-grep -h "mcr .*x \[" "$OUT"/decode/log.txt 2>/dev/null | sed 's/^/  /' || true
+grep -h "mcr .*x \[" "$OUT"/decode/log.txt "$OUT"/moe_*/log.txt 2>/dev/null | sed 's/^/  /' \
+  || true
