@@ -32,6 +32,8 @@ class Board:
     def __init__(self, mm: mmap.mmap, n: int, rank: int) -> None:
         self._mm, self.n, self.rank = mm, n, rank
         self.words = memoryview(mm).cast("q")
+        self.row_words = 2 * n + 1      # an all-to-all's send and receive splits and dtype
+        self.exchanges = 0              # exchanges made (the same count on every rank)
         self._last = (-1, 0, 0)      # (call, slot base, word) this rank wrote last
 
     def close(self) -> None:
@@ -110,6 +112,34 @@ class Board:
         return words[base:base + n].tolist().count(word) == n and \
             words[d:d + n].tolist().count(mine) == n
 
+    # A third region, after the decisions: two buffers of one row a rank (a tag word, then
+    # ROW_WORDS values), for exchanges every rank of the group makes at the same point (an
+    # uneven all-to-all's split sizes). Buffer u % 2 holds exchange u: a rank cannot start
+    # exchange u + 2 before every peer has written exchange u + 1, which each does only after
+    # reading exchange u, so no row is overwritten before its readers are done.
+
+    def rows_fit(self, width: int) -> bool:
+        """Whether a row of `width` values fits this board's exchange region."""
+        return width <= self.row_words
+
+    def exchange(self, u: int, row: list[int], what: str | Callable[[], str]) -> list[list[int]]:
+        """Every rank's row of exchange `u` (each rank passes its own, all of one width, at
+        most row_words): this rank's written, then the group's read once every peer has
+        written its own (as MCR_TIMEOUT_S and the stall watch allow; what: for that error)."""
+        n, w = self.n, self.row_words + 1
+        base = 2 * SLOTS * n + (u & 1) * n * w
+        tag = (u & _SEQ) + 1           # never 0, which a row holds before any use
+        words, mine = self.words, base + self.rank * w
+        for i, v in enumerate(row):
+            words[mine + 1 + i] = v
+        _ACQUIRE()       # a full fence (as in enter): the values are visible before the tag
+        _RELEASE()
+        words[mine] = tag
+        poll_until(lambda: all(words[base + r * w] == tag for r in range(n)), what)
+        _ACQUIRE()       # and read after it
+        _RELEASE()
+        return [words[base + r * w + 1:base + r * w + 1 + len(row)].tolist() for r in range(n)]
+
     @staticmethod
     def _differs(w: int, seq: int, word: int) -> bool:
         return (w >> 47) == seq and w != word and w != 0   # 0: a slot no one wrote yet
@@ -120,7 +150,8 @@ def open_board(g: Group, store: Any, root: str) -> Board | None:
     collective over g: every member calls it at the same point), or None on every rank if
     any rank could not map it. The file is removed once every rank has it mapped."""
     key = f"{root}board/{g.tag}{'.'.join(map(str, g.ranks))}"
-    size = max(mmap.PAGESIZE, 2 * SLOTS * g.size * 8)     # words, then decisions
+    # words, decisions, then two buffers of one exchange row (a tag and 2n + 1 values) a rank
+    size = max(mmap.PAGESIZE, (2 * SLOTS * g.size + 2 * g.size * (2 * g.size + 2)) * 8)
     path = ""
     if g.rank == 0:
         folder = _SHM if os.path.isdir(_SHM) else tempfile.gettempdir()

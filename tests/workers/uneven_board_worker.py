@@ -1,0 +1,43 @@
+"""Uneven all_to_all_single on a one-node group once its signature board is open: the split
+sizes go through the board's shared memory (checks.uneven_splits). Fifty calls whose splits
+change every call give the reference output; splits that disagree are a MismatchError on every
+rank. Prints `rank R: UNEVEN OK <exchanges through the board>`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import torch_env_from_mpi  # noqa: E402
+
+torch_env_from_mpi()
+import mcr.comm as dist  # noqa: E402
+from mcr import runtime  # noqa: E402
+from mcr.errors import MismatchError  # noqa: E402
+
+dist.init_distributed(verbose=False)
+r, n = dist.get_rank(), dist.get_world_size()
+dist.all_reduce(torch.ones(4))              # the group's first guarded call opens its board
+for it in range(50):
+    send = [(r + p + it) % 3 + 1 for p in range(n)]     # rank r sends peer p (r + p + it) % 3 + 1
+    recv = [(p + r + it) % 3 + 1 for p in range(n)]
+    inp = torch.cat([torch.full((send[p],), float(100 * r + p)) for p in range(n)])
+    out = torch.empty(sum(recv))
+    dist.all_to_all_single(out, inp, recv, send)
+    want = torch.cat([torch.full((recv[p],), float(100 * p + r)) for p in range(n)])
+    assert torch.equal(out, want), (it, out, want)
+board = runtime.get().world.board
+assert board and board.exchanges == 50, board and board.exchanges
+bad = [1] * n
+if r == 0:
+    bad[1] = 2
+try:
+    dist.all_to_all_single(torch.empty(n), torch.ones(sum(bad)), [1] * n, bad)
+    raise AssertionError("no MismatchError")
+except MismatchError as e:
+    assert "rank 0 sends 2 elements to rank 1, which expects 1" in str(e), e
+print(f"rank {r}: UNEVEN OK {board.exchanges}", flush=True)
+dist.destroy_process_group()
