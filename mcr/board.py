@@ -113,7 +113,7 @@ class Board:
             words[d:d + n].tolist().count(mine) == n
 
     # A third region, after the decisions: two buffers of one row a rank (a tag word, then
-    # ROW_WORDS values), for exchanges every rank of the group makes at the same point (an
+    # row_words values), for exchanges every rank of the group makes at the same point (an
     # uneven all-to-all's split sizes). Buffer u % 2 holds exchange u: a rank cannot start
     # exchange u + 2 before every peer has written exchange u + 1, which each does only after
     # reading exchange u, so no row is overwritten before its readers are done.

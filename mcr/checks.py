@@ -86,24 +86,23 @@ def uneven_splits(what: str, g: Group, in_counts: list[int], out_counts: list[in
                   dtype: torch.dtype) -> tuple[int, bool]:
     """An all-to-all with split sizes: every rank's splits and dtype exchanged (through the
     group's signature board on one node, else one small all-gather over its Gloo handle), so
-    that a rank's sends and its peers' receives that disagree
-    are a MismatchError on every rank (naming ranks and splits) instead of stale or mixed output.
-    Returns (the size the tables key on, whether every block is the same size), the same on
-    every rank: with equal blocks the call's own size, else group size x the largest block any
-    rank sends, in bytes, rounded up to a power of two (a few kinds of call, not one per
-    routing)."""
+    that a rank's sends and its peers' receives that disagree are a MismatchError on every
+    rank (naming ranks and splits) instead of stale or mixed output. Returns (the size the
+    tables key on, whether every block is the same size), the same on every rank: with equal
+    blocks the call's own size, else group size x the largest block any rank sends, in bytes,
+    rounded up to a power of two (a few kinds of call, not one per routing)."""
     n = g.size
-    row_ = [*in_counts, *out_counts, _DTYPE_CODES.get(dtype, -1)]
+    mine = [*in_counts, *out_counts, _DTYPE_CODES.get(dtype, -1)]
     bd = g.board
-    if bd and bd.rows_fit(len(row_)):
+    if bd and bd.rows_fit(len(mine)):
         # One node: through the group's shared memory, microseconds instead of a Gloo call.
         bd.exchanges += 1
-        every = torch.tensor(bd.exchange(bd.exchanges, row_,
+        every = torch.tensor(bd.exchange(bd.exchanges, mine,
                                          lambda: f"{what}: the exchange of split sizes"))
     else:
-        mine = torch.tensor(row_, dtype=torch.int64)
         every = torch.empty(n, 2 * n + 1, dtype=torch.int64)
-        tdist.all_gather(list(every.unbind(0)), mine, group=g.handles["gloo"])
+        tdist.all_gather(list(every.unbind(0)), torch.tensor(mine, dtype=torch.int64),
+                         group=g.handles["gloo"])
     sends, recvs, dts = every[:, :n], every[:, n:2 * n], every[:, 2 * n]
     unit = "rows" if row > 1 else "elements"
     if not bool((dts == dts[0]).all()):
