@@ -7,7 +7,7 @@ with `--shape tiny`). Per point, every combination of:
   --step      train (forward and backward) or decode (forward only)
   --tokens    tokens a rank
   --k         experts a token (top-k)
-  --capacity  1.0, 1.25 (DeepSpeed's capacity factor: equal splits padded to it), dropless
+  --capacity  a capacity factor, 1.0, 1.25, ... (DeepSpeed's: equal splits padded to it), dropless
               (DeepSpeed's drop_tokens=False: the largest count over ranks), uneven (every
               routed token and no padding: uneven all_to_all_single)
 Configurations, alternated block by block in one process (mcr.measure.turns):
@@ -132,6 +132,14 @@ def ds_init(cuda: bool) -> None:
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
 
 
+def _factor(v: str) -> bool:
+    """Whether v is a capacity factor (a number above 0)."""
+    try:
+        return float(v) > 0
+    except ValueError:
+        return False
+
+
 def parse() -> argparse.Namespace:
     """Command-line options."""
     ap = argparse.ArgumentParser(description=__doc__,
@@ -140,7 +148,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--tokens", default="16,64", help="comma-separated tokens a rank")
     ap.add_argument("--k", default="2", help="comma-separated experts a token (1, 2)")
     ap.add_argument("--capacity", default="1.0,uneven",
-                    help=f"comma-separated, of {', '.join(CAPACITIES)}")
+                    help="comma-separated: capacity factors (1.0, 1.25, ...), dropless, uneven")
     ap.add_argument("--step", default="train,decode", help="train, decode, or both")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--pairs", type=int, default=5, help="rounds of alternated blocks")
@@ -152,9 +160,10 @@ def parse() -> argparse.Namespace:
     args = ap.parse_args()
     for name, allowed in (("capacity", CAPACITIES), ("step", STEPS), ("configs", CONFIGS)):
         vals = getattr(args, name).split(",")
-        bad = [v for v in vals if v not in allowed]
+        bad = [v for v in vals if v not in allowed and not (name == "capacity" and _factor(v))]
         if bad:
-            ap.error(f"--{name} {bad}: choose from {list(allowed)}")
+            ap.error(f"--{name} {bad}: choose from {list(allowed)}"
+                     + (" or a capacity factor above 0" if name == "capacity" else ""))
         setattr(args, name, vals)
     try:
         args.tokens = [int(t) for t in args.tokens.split(",")]
