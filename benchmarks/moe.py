@@ -16,8 +16,8 @@ Configurations, alternated block by block in one process (mcr.measure.turns):
   floor   every all-to-all a local copy (timing only)
 Reported per point: ms a step and tokens/s of each, mcr's pair ratios over plain with the
 median's distribution-free interval, the captured share `(plain - mcr) / (plain - floor)`,
-whether mcr's losses and outputs equal plain's bit for bit over the first steps, on GPUs the
-exposed communication from the profiler; a JSON and a plot.
+whether mcr's losses, outputs and gradients equal plain's bit for bit over the first steps,
+on GPUs the exposed communication from the profiler; a JSON and a plot.
 
     torchrun --nproc_per_node=4 -m benchmarks.moe --shape large --tokens 64,256,4096 \\
         --k 2 --capacity 1.0,uneven --step decode,train --out results/moe
@@ -73,13 +73,19 @@ class Point:
         return loss.detach(), y.detach()
 
     def check(self, steps: int) -> list[tuple[str, str]]:
-        """Per step the loss (exact) and a digest of the output's bits."""
+        """Per step the loss (exact) and a digest of the bits of the output and, in a training
+        step, of every gradient (the backward's all-to-alls)."""
         out = []
         for i in range(steps):
             loss, y = self.step(i)
-            bits = y.contiguous().view(torch.int16 if y.dtype == torch.bfloat16 else torch.int32)
-            out.append((float(loss).hex(), hashlib.blake2b(bits.cpu().numpy().tobytes(),
-                                                           digest_size=8).hexdigest()))
+            parts = [y.reshape(-1)] + [p.grad.reshape(-1) for p in self.model.parameters()
+                                       if p.grad is not None]
+            h = hashlib.blake2b(digest_size=8)
+            for t in parts:
+                t = t.detach().contiguous()
+                h.update(t.view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32)
+                         .cpu().numpy().tobytes())
+            out.append((float(loss).hex(), h.hexdigest()))
         return out
 
     def block(self, steps: int, device: torch.device) -> float:

@@ -1,7 +1,7 @@
 """benchmarks/moe.py --shape tiny on CPU ranks: DeepSpeed-MoE (capacity-padded and drop-less)
 and an uneven-split drop-less layer, trained and run forward through mcr, give plain
-DeepSpeed's losses and outputs bit for bit, on Gloo, on MPI and on a table that mixes them by
-size."""
+DeepSpeed's losses, outputs and gradients bit for bit, on Gloo, on MPI and on a table that
+mixes them by size."""
 
 from __future__ import annotations
 
