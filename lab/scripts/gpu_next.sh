@@ -1,44 +1,51 @@
 #!/usr/bin/env bash
-# One device call that does the most useful open work for whatever machine came (the H200 kinds
-# have often given H100s): run from the repo root with .whl carried and COMMIT=<hash>; every
-# file under $OUT ends in one all.tar (few files come back well). LIMIT (default 570) is the
-# seconds the call may take.
-#   2x any    issue 18: a fresh table, its check and OSU (gpu_lease.sh CALL=1 TESTS=0), then
-#             the small all-reduce point with that table (gpu_small_ar.sh); on H100s this
-#             refreshes their table (the tuner's newer rules, symm's broadcast measured)
-#   4x H200   issue 14: a fresh table, its check and OSU (gpu_lease4.sh tune osu)
-#   4x other  ZeRO-3 large under the overlap rules (auto) against the standalone ones: three
-#             processes of 12 pairs each (4 pairs moved 0.95-1.15x from process to process)
-#   other     nothing planned; says so
-set -uo pipefail
-O=${OUT:?OUT must name the output folder}
-T0=$SECONDS
-LIMIT=${LIMIT:-570}
-left() { echo $((LIMIT - (SECONDS - T0))); }
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-n=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-echo "# $(date -Iseconds) $name x$n, tree ${COMMIT:-?}"
-case "$n:$name" in
-2:*)
-  timeout "$(left)" env TESTS=0 CALL=1 OUT="$O/lease" bash lab/scripts/gpu_lease.sh
-  table=$(ls /tmp/gpu_tune/*_np2.yaml 2>/dev/null | head -1)
-  if [ -n "$table" ] && [ "$(left)" -gt 60 ]; then
-    MCR_TUNING_TABLE=$table RUNS=1 OUT="$O/lease" timeout "$(left)" bash lab/scripts/gpu_small_ar.sh
+# Ready for the next session's device time (4x H200), one call, parts past DEADLINE skipped:
+#   destroy  where destroy_process_group() hangs after capture (the probe says each stage)
+#   moe      benchmarks/moe.py, large shape: decode-size forwards and training steps, top-2,
+#            capacity 1.0 and uneven (issue 55's first GPU numbers)
+#   hf       HF tp_plan decode eager in short blocks (30 x 5 steps) and captured (issue 53)
+#   fsdp     FSDP2 through the backend, a copy sent to NCCL, 15 rounds (issue 53)
+# PARTS picks (default all). Predictions go in lab/notes before the call. DeepSpeed travels as
+# wheels (.whl, git-ignored; carry=[".whl"]), the call's command starting with
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+#     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit;
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+T0=$(date +%s); DEADLINE=${DEADLINE:-540}; PARTS=${PARTS:-destroy moe hf fsdp}
+N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
+run() { local name=$1 lim=$2; shift 2; local t0 left; t0=$(date +%s); left=$(( DEADLINE - t0 + T0 ))
+        if [ $left -lt 20 ]; then echo "$name skipped (deadline)" >> $OUT/summary.txt; return; fi
+        [ $lim -gt $left ] && lim=$left
+        timeout $lim "$@" >> $OUT/$name.log 2>&1
+        echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if has destroy; then
+  for v in plain mcr; do
+    run destroy_$v 50 $R lab/probes/destroy_after_capture.py $v
+    grep -h "rank 0:\|File\|Timeout" $OUT/destroy_$v.log | head -14 >> $OUT/summary.txt
+  done
+fi
+if has moe; then
+  if python3 -c 'import deepspeed' 2>/dev/null; then
+    run moe_decode 150 $R -m benchmarks.moe --shape large --tokens 64,256 --k 2 \
+        --capacity 1.0,uneven --step decode --pairs 7 --out $OUT/moe
+    run moe_train 150 $R -m benchmarks.moe --shape large --tokens 512,4096 --k 2 \
+        --capacity 1.0,uneven --step train --pairs 7 --out $OUT/moe_train
+    grep -h "ms/step" $OUT/moe_decode.log $OUT/moe_train.log >> $OUT/summary.txt
+  else
+    echo "moe skipped: DeepSpeed not installed (carry its wheel)" >> $OUT/summary.txt
   fi
-  cp /tmp/gpu_tune/*_np2.* "$O/lease/" 2>/dev/null ;;
-4:*H200*)
-  timeout "$(left)" env PARTS="tune osu" DEADLINE=$((LIMIT - 10)) OUT="$O/l4" \
-    bash lab/scripts/gpu_lease4.sh
-  cp /tmp/gpu_tune/*_np4.* "$O/l4/" 2>/dev/null ;;
-4:*)
-  for run in 1 2 3; do
-    timeout "$(left)" env OUT="$O/zero3_$run" PART=steps FRAMEWORKS=deepspeed SHAPES=large \
-      CONFIGS=plain,mcr,mcr-standalone PAIRS=12 PROFILE_STEPS=0 bash lab/scripts/gpu_train.sh \
-      > /dev/null 2>&1
-    echo "run $run at $((SECONDS - T0)) s"; grep -a "rc=" "$O/zero3_$run/summary.log"
-  done ;;
-*)
-  echo "nothing planned for $n x $name" ;;
-esac
-cd "$O" && tar -cf all.tar --exclude=all.tar -- * && find . -type f ! -name all.tar -delete
-echo "gpu_next done at $((SECONDS - T0)) s"
+fi
+if has hf; then
+  run make 120 python3 lab/probes/hf_tp_graph.py make /tmp/hf8b 8
+  run hf 240 $R lab/probes/hf_tp_graph.py /tmp/hf8b --batches 1 --rounds 7 --reps 30 \
+      --eager-rounds 30 --eager-reps 5
+  grep -h "RESULT" $OUT/hf.log | cut -c1-1500 >> $OUT/summary.txt
+fi
+if has fsdp; then
+  run fsdp 150 $R lab/probes/ddp_fsdp_backend.py --what fsdp --rounds 15 --mcr-nccl
+  grep -h "RESULT" $OUT/fsdp.log | cut -c1-1200 >> $OUT/summary.txt
+fi
+cat $OUT/summary.txt
