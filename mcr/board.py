@@ -118,15 +118,16 @@ class Board:
     # exchange u + 2 before every peer has written exchange u + 1, which each does only after
     # reading exchange u, so no row is overwritten before its readers are done.
 
-    def rows_fit(self, width: int) -> bool:
-        """Whether a row of `width` values fits this board's exchange region."""
-        return width <= self.row_words
-
-    def exchange(self, u: int, row: list[int], what: str | Callable[[], str]) -> list[list[int]]:
-        """Every rank's row of exchange `u` (each rank passes its own, all of one width, at
-        most row_words): this rank's written, then the group's read once every peer has
-        written its own (as MCR_TIMEOUT_S and the stall watch allow; what: for that error)."""
-        n, w = self.n, self.row_words + 1
+    def exchange(self, row: list[int], what: str | Callable[[], str]) -> list[list[int]]:
+        """Every rank's row of the group's next exchange (each rank passes its own, all of one
+        width, at most row_words): this rank's written, then the group's read once every peer
+        has written its own (as MCR_TIMEOUT_S and the stall watch allow; what: for that
+        error)."""
+        if len(row) > self.row_words:
+            raise ValueError(f"board exchange: a row of {len(row)} values, at most "
+                             f"{self.row_words}")
+        self.exchanges += 1
+        u, n, w = self.exchanges, self.n, self.row_words + 1
         base = 2 * SLOTS * n + (u & 1) * n * w
         tag = (u & _SEQ) + 1           # never 0, which a row holds before any use
         words, mine = self.words, base + self.rank * w
