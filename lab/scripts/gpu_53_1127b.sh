@@ -9,11 +9,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 T0=$(date +%s); DEADLINE=${DEADLINE:-270}
 N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
-run() { local name=$1 lim=$2; shift 2; local t0 left; t0=$(date +%s); left=$(( DEADLINE - t0 + T0 ))
-        if [ $left -lt 20 ]; then echo "$name skipped (deadline)" >> $OUT/summary.txt; return; fi
-        [ $lim -gt $left ] && lim=$left
-        timeout $lim "$@" >> $OUT/$name.log 2>&1
-        echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+. lab/scripts/parts.sh
 F=$(python3 -c 'import torch.distributed.distributed_c10d as c; print(c.__file__)')
 sed -n 2300,2325p $F > $OUT/c10d_2300.txt
 for v in plain mcr_nccl mcr; do

@@ -15,11 +15,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 T0=$(date +%s); DEADLINE=${DEADLINE:-540}; PARTS=${PARTS:-destroy moe hf fsdp}
 N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
-run() { local name=$1 lim=$2; shift 2; local t0 left; t0=$(date +%s); left=$(( DEADLINE - t0 + T0 ))
-        if [ $left -lt 20 ]; then echo "$name skipped (deadline)" >> $OUT/summary.txt; return; fi
-        [ $lim -gt $left ] && lim=$left
-        timeout $lim "$@" >> $OUT/$name.log 2>&1
-        echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a $OUT/summary.txt; }
+. lab/scripts/parts.sh
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if has destroy; then
   for v in plain mcr; do
