@@ -95,7 +95,8 @@ def test_symm_plans_each_kind_of_call_once_and_right(monkeypatch: pytest.MonkeyP
 class _LLStandin:
     """Stand-in for symm_ll.LLGroup (its kernel needs CUDA and peers): rank 0 of a group of 2
     whose peer holds the same input. It checks what the kernel is handed: blocks of n bytes,
-    all-gather outputs 2 x n, reduce-scatter inputs 2 x n, broadcasts in place from root."""
+    all-gather outputs 2 x n, reduce-scatter and all-to-all inputs 2 x n, broadcasts in place
+    from root."""
 
     def __init__(self, ll_bytes: int) -> None:
         self.ll_bytes, self.calls, self.ops, self.roots = ll_bytes, 0, [], []
@@ -116,6 +117,9 @@ class _LLStandin:
         elif op == LL.ALL_GATHER:
             assert src.nbytes == n and dst.nbytes == 2 * n
             dst.view(2, -1).copy_(src.view(1, -1).expand(2, -1))
+        elif op == LL.ALL_TO_ALL:     # block 0 of each rank's input comes here
+            assert src.nbytes == dst.nbytes == 2 * n
+            dst.view(2, -1).copy_(src.view(2, -1)[:1].expand(2, -1))
         else:
             assert op == LL.REDUCE_SCATTER and src.nbytes == 2 * n and dst.nbytes == n
             mine = src.view(2, -1)[0]
@@ -150,17 +154,19 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 
 
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter and
-    broadcast by default; MCR_SYMM_OPS=all_reduce leaves them to the others); symm declines
-    blocks past the low-latency kernel's limit for the group's size (auto: 2 MiB pushed per
-    rank), reduce-scatters other than sum/avg of bf16/fp32, and groups past 8 ranks. Served calls
+    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter,
+    broadcast and all-to-all by default; MCR_SYMM_OPS=all_reduce leaves them to the others);
+    symm declines blocks past the low-latency kernel's limit for the group's size (auto: 2 MiB
+    pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven all-to-alls and
+    groups past 8 ranks. Served calls
     reach the kernel with blocks of n bytes and give the right results (the kernel stood in)."""
     from mcr.config import Config
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
     assert off.serves == {"all_reduce"}
     be = SymmBackend(Config())
-    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}
+    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                         "all_to_all"}
 
     def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
         return make_key(op, ranks, nbytes, dtype, "cuda", redop, "standalone")
@@ -172,6 +178,11 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     assert be.decline_key(key("reduce_scatter", 4096, 4, torch.float32, A)) is None
     assert "sum" in be.decline_key(key("reduce_scatter", 4096, 4, redop=tdist.ReduceOp.MAX))
     assert "bfloat16" in be.decline_key(key("reduce_scatter", 4096, 4, torch.float16, S))
+    assert be.decline_key(key("all_to_all", 2 * 2**20, 2, torch.uint8)) is None
+    assert "exceed" in be.decline_key(key("all_to_all", 4 * 349526, 4))
+    uneven = make_key("all_to_all", 2, 64, torch.bfloat16, "cuda", None, "standalone",
+                      even=False)
+    assert "equal-split" in be.decline_key(uneven)
     ll = _LLStandin(1 << 20)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
     monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)
@@ -190,7 +201,11 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
                 got = torch.empty(n, dtype=dt)
                 be.reduce_scatter(got, y, op, g, sync=True)
                 assert torch.equal(got, y[:n] * (2 if op is S else 1)), (dt, n, op)
-    assert ll.ops == [1, 2, 2, 1, 2, 2, 1]
+        y = torch.randint(0, 9, (2 * n,), generator=gen).to(dt)
+        got = torch.full((2 * n,), 5, dtype=dt)
+        be.all_to_all(got, y, [n, n], [n, n], g, sync=True)
+        assert torch.equal(got, torch.cat([y[:n], y[:n]])), (dt, n)
+    assert ll.ops == [1, 2, 2, 4, 1, 2, 2, 4, 1, 4]
     # Broadcast only where MCR_SYMM_OPS names it: the root pushes the whole tensor to each
     # peer, so the limit applies to all of it.
     member = SimpleNamespace(handles={"symm": None}, notes={}, ranks=[0, 1])
@@ -357,10 +372,19 @@ def test_symm_sizes_whose_addresses_keep_moving_stop_capturing(
             want = x * 2
             be.all_reduce(x, tdist.ReduceOp.SUM, g, sync=True)
             assert torch.equal(x, want), (i, x.numel())
-    assert st.moving[(2000, torch.bfloat16, False)] == MOVING
+    assert st.moving[("all_reduce", 2000, torch.bfloat16, False)] == MOVING
     assert cache.captures == MOVING + 1       # 1000 elements: MOVING; 7 elements: one
     assert cache.replays > 200 and st.unrepeated > 100
     assert "launched without capture" in be.summary_lines()[0]
+    # The same for the other low-latency calls (an MoE layer's all-to-all buffers move too).
+    be.cfg, be._groups[3].plans = Config(), {}
+    sent = [torch.arange(2 * 500, dtype=torch.bfloat16) + k for k in range(16)]
+    for i in range(100):
+        y, out = sent[(i * 5) % 16], torch.empty(1000, dtype=torch.bfloat16)
+        be.all_to_all(out, y, [500, 500], [500, 500], g, sync=True)
+        assert torch.equal(out, torch.cat([y[:500], y[:500]])), i
+    assert st.moving[("all_to_all", 1000)] == MOVING
+    assert cache.captures == 2 * MOVING + 1
 
 
 def test_capture_before_a_groups_first_call_falls_to_a_library_ready_for_it() -> None:

@@ -333,8 +333,9 @@ def t_symm_streams(numel: int, trials: int = 40) -> None:
 
 
 def t_symm_ll_ops(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
-    """symm all-gathers and reduce-scatters (MCR_SYMM_OPS) of the same buffers with new data
-    each time (captured on the second call, replayed after), against NCCL's."""
+    """symm all-gathers, reduce-scatters, broadcasts and all-to-alls (MCR_SYMM_OPS) of the same
+    buffers with new data each time (captured on the second call, replayed after), against
+    NCCL's."""
     x = torch.empty(numel, dtype=dtype, device=DEV)
     out = torch.empty(numel * N, dtype=dtype, device=DEV)
     y = torch.empty(numel * N, dtype=dtype, device=DEV)
@@ -362,6 +363,11 @@ def t_symm_ll_ops(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
                 x.copy_(b)
                 dist.broadcast(x, root, backend="symm")
                 check(f"symm broadcast repeat #{it} root={root} {dtype} n={numel}", x, want)
+        if "all_to_all" in from_env().symm_ops:
+            want = torch.empty_like(y)
+            dist.all_to_all_single(want, y, backend="nccl")
+            dist.all_to_all_single(out, y, backend="symm")
+            check(f"symm all_to_all repeat #{it} {dtype} n={numel}", out, want)
 
 
 def t_symm() -> None:
@@ -391,6 +397,8 @@ def t_symm() -> None:
                 t_reduce_scatter("symm", dt, n, redops=[R.SUM, R.AVG])
             if "broadcast" in ops:
                 t_broadcast("symm", dt, n)
+            if "all_to_all" in ops:
+                t_all_to_all("symm", dt, n)
         if "all_gather" in ops:
             t_symm_ll_ops(4099, dt)
     note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)

@@ -1,6 +1,7 @@
 """`symm`: small all-reduces on symmetric-memory kernels: mcr's low-latency one (ll.py) up
-to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers, reduce-scatters
-and (where MCR_SYMM_OPS names it) broadcasts on the low-latency kernel too.
+to MCR_SYMM_LL_BYTES, torch's one-shot / two-shot above; small all-gathers, reduce-scatters,
+broadcasts and equal-split all-to-alls (those MCR_SYMM_OPS names) on the low-latency kernel
+too.
 
 A persistent symmetric staging buffer per group (MCR_SYMM_MAX_BYTES), with the low-latency
 kernel's receive regions after it; torch's one-shot kernel copies the caller's tensor into it
@@ -23,7 +24,7 @@ import torch.distributed as tdist
 
 from ...config import Config
 from ...groups import Group, Spec
-from ...ops import ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, CallKey
+from ...ops import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE_SCATTER, CallKey
 from ...streams import StreamId, follow_stream, stream_of
 from ...work import Work
 from ..base import STREAM, Backend
@@ -79,8 +80,8 @@ class _Staging:
         self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
         self.graphs = GraphCache(int(cfg.symm_graphs), self.dev)
         self.last_sid: StreamId | None = None   # the stream of the group's last call
-        # Captures per (bytes, dtype, avg) of low-latency all-reduces; from MOVING on, calls of
-        # that size whose address has no graph are launched directly (counted in unrepeated).
+        # Captures per kind and size of low-latency call (op, bytes, ...); from MOVING on, calls
+        # of that kind whose addresses have no graph are launched directly (in unrepeated).
         self.moving: dict[tuple, int] = {}
         self.unrepeated = 0
 
@@ -142,12 +143,14 @@ class SymmBackend(Backend):
     def decline_key(self, key: CallKey) -> str | None:
         """CUDA, 1..8 ranks (one rank: the same kernels with their peers' part left out, which
         lets a one-GPU machine test this path); all-reduce sum/avg of bf16/fp32 up to
-        MCR_SYMM_MAX_BYTES; all-gather and broadcast (any dtype) and reduce-scatter (as
-        all-reduce) of blocks the low-latency kernel takes."""
+        MCR_SYMM_MAX_BYTES; all-gather, broadcast and equal-split all-to-all (any dtype) and
+        reduce-scatter (as all-reduce) of blocks the low-latency kernel takes."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
         if not 1 <= key.group_size <= 8:
             return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
+        if key.op == ALL_TO_ALL and not key.even:
+            return "symm serves equal-split all-to-all only"
         if key.op != ALL_REDUCE:
             whole = key.op == BROADCAST     # its root pushes the whole tensor to each peer
             block = key.nbytes if whole else key.nbytes // key.group_size
@@ -155,7 +158,7 @@ class SymmBackend(Backend):
             if block > most:
                 return (f"{block} bytes per rank exceed what the low-latency kernel takes on "
                         f"{key.group_size} ranks ({most}: MCR_SYMM_LL_BYTES)")
-            if key.op in (ALL_GATHER, BROADCAST):
+            if key.op in (ALL_GATHER, BROADCAST, ALL_TO_ALL):
                 return None
         if key.redop not in (R.SUM, R.AVG):
             return "symm kernels reduce with sum (avg = sum / n) only"
@@ -215,17 +218,8 @@ class SymmBackend(Backend):
             gkey = (t.data_ptr(), t.shape, t.dtype, avg)
             if not st.graphs.replay(gkey):
                 plan = self._plan_for(st, t, g.size)
-                if plan[0] == _LL and st.moving.get((t.nbytes, t.dtype, avg), 0) >= MOVING:
-                    # Addresses of this size keep changing: launched directly, no capture.
-                    self._issue(st, t, plan, avg, g.size)
-                    st.unrepeated += 1
-                else:
-                    before = st.graphs.captures
-                    st.graphs.run(gkey, lambda m: self._issue(st, t, plan, avg, g.size),
-                                  lambda: stream_of(sid))
-                    if st.graphs.captures != before and plan[0] == _LL:
-                        k = (t.nbytes, t.dtype, avg)
-                        st.moving[k] = st.moving.get(k, 0) + 1
+                self._run(st, sid, gkey, (ALL_REDUCE, t.nbytes, t.dtype, avg) if plan[0] == _LL
+                          else None, lambda: self._issue(st, t, plan, avg, g.size))
         else:
             self._issue(st, t, self._plan_for(st, t, g.size), avg, g.size)
         return None if sync else self._stream_work("all_reduce", t.nbytes, g)
@@ -245,15 +239,31 @@ class SymmBackend(Backend):
         st.last_sid = follow_stream(st.last_sid, st.dev.index)
         return st, st.last_sid
 
+    @staticmethod
+    def _run(st: _Staging, sid: StreamId, gkey: tuple, size: tuple | None,
+             issue: Callable[[], None]) -> None:
+        """Enqueue a call: replayed where its key was captured, captured on its second
+        sighting, launched directly where it is a low-latency call of a `size` whose addresses
+        kept changing (MOVING captures already)."""
+        if size is not None and st.moving.get(size, 0) >= MOVING and not st.graphs.replay(gkey):
+            issue()
+            st.unrepeated += 1
+            return
+        before = st.graphs.captures
+        st.graphs.run(gkey, lambda m: issue(), lambda: stream_of(sid))
+        if size is not None and st.graphs.captures != before:
+            st.moving[size] = st.moving.get(size, 0) + 1
+
     def _ll_call(self, g: Group, key: tuple, issue: Callable[[LLGroup], None],
                  fallback: Callable[[Any], None]) -> None:
         """Enqueue one call on the low-latency kernel (replayed from a graph where its key
-        repeats), or fallback(torch's group) where the group's ranks cannot all run it."""
+        repeats), or fallback(torch's group) where the group's ranks cannot all run it. key:
+        (op, output address, input address, bytes, ...)."""
         st, sid = self._enter(g)
         if st.ll is None:
             fallback(g.handles[self.name])
         else:
-            st.graphs.run(key, lambda m: issue(st.ll), lambda: stream_of(sid))
+            self._run(st, sid, key, (key[0], *key[3:]), lambda: issue(st.ll))
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
                    sync: bool = False) -> Work:
@@ -275,11 +285,21 @@ class SymmBackend(Backend):
                       lambda pg: tdist.reduce_scatter_tensor(out, inp, op=redop, group=pg))
         return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
 
+    def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
+                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
+        """Block p of inp -> rank p, equal splits (the dispatcher guarantees it), on the
+        low-latency kernel (NCCL on the group where its ranks cannot all run it)."""
+        n = in_counts[0] * inp.element_size()
+        self._ll_call(g, (ALL_TO_ALL, out.data_ptr(), inp.data_ptr(), n),
+                      lambda ll: ll.issue(LL.ALL_TO_ALL, inp, out, n, False),
+                      lambda pg: tdist.all_to_all_single(out, inp, group=pg))
+        return None if sync else self._stream_work(ALL_TO_ALL, inp.nbytes, g)
+
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:
         """t on every rank <- t on group rank root, in place, on the low-latency kernel (NCCL on
         the group where its ranks cannot all run it)."""
         n = t.numel() * t.element_size()
-        self._ll_call(g, (BROADCAST, t.data_ptr(), n, root),
+        self._ll_call(g, (BROADCAST, t.data_ptr(), t.data_ptr(), n, root),
                       lambda ll: ll.issue(LL.BROADCAST, t, t, n, False, root),
                       lambda pg: tdist.broadcast(t, group_src=root, group=pg))
         return None if sync else self._stream_work(BROADCAST, t.nbytes, g)

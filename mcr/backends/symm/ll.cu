@@ -1,5 +1,6 @@
 // mcr's low-latency collectives for small messages (ll.py compiles this with NVRTC):
-// all-reduce, all-gather and reduce-scatter of a block of n bytes per rank.
+// all-reduce, all-gather, reduce-scatter, broadcast and equal-split all-to-all of a block of n
+// bytes per rank.
 //
 // Each rank pushes its data into every peer's receive region as 16-byte lines that carry 8 bytes
 // of data and the call's sequence number twice (one per 8-byte half, each written whole). A
@@ -106,7 +107,7 @@ template <bool BF16> struct Acc {
   }
 };
 
-enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2, BROADCAST = 3 };
+enum { ALL_REDUCE = 0, ALL_GATHER = 1, REDUCE_SCATTER = 2, BROADCAST = 3, ALL_TO_ALL = 4 };
 
 // Broadcast of n bytes from root, in place (src == dst). The root pushes its lines to every
 // peer; every other rank pushes one token line per block (at the block's first word, in its
@@ -167,18 +168,20 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
     if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
     return;
   }
+  const bool blocks_out = op == REDUCE_SCATTER || op == ALL_TO_ALL;   // block p goes to p
   for (u64 i = first; i < nwords; i += stride) {
-    const uint2 w = op == REDUCE_SCATTER ? make_uint2(0, 0) : load_word(in, i, n);
+    const uint2 w = blocks_out ? make_uint2(0, 0) : load_word(in, i, n);
     for (int q = 1; q < world; ++q) {
       const int peer = (rank + q) % world;
       put_line(regions[peer] + ((area + rank) * cap + i) * 16,
-               op == REDUCE_SCATTER ? load_word(in + peer * n, i, n) : w, seq);
+               blocks_out ? load_word(in + peer * n, i, n) : w, seq);
     }
     if (op == ALL_GATHER) store_word(out + rank * n, i, n, w);
+    if (op == ALL_TO_ALL) store_word(out + rank * n, i, n, load_word(in + rank * n, i, n));
   }
   const u64 mine = regions[rank];
   for (u64 i = first; i < nwords; i += stride) {
-    if (op == ALL_GATHER) {
+    if (op == ALL_GATHER || op == ALL_TO_ALL) {
       for (int s = 0; s < world; ++s)
         if (s != rank)
           store_word(out + s * n, i, n,
@@ -198,7 +201,8 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
   if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
 }
 
-// The fp32 form also serves all-gathers and broadcasts of any dtype: they move bytes only.
+// The fp32 form also serves all-gathers, broadcasts and all-to-alls of any dtype: they move
+// bytes only.
 extern "C" __global__ void __launch_bounds__(512)
 mcr_ll_f32(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
            u32* seqs, u64 cap, int avg, u64 timeout_ns) {

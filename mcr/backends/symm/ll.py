@@ -1,6 +1,6 @@
 """symm's low-latency collectives: each rank pushes its data to its peers with the call's number
-in every line (ll.cu), so a small all-reduce, all-gather, reduce-scatter or broadcast needs
-no barrier.
+in every line (ll.cu), so a small all-reduce, all-gather, reduce-scatter, broadcast or
+equal-split all-to-all needs no barrier.
 
 torch's one-shot kernel takes ~10 us on 2 H200s at any small size: a barrier before it reads its
 peers' buffers, one after. Here the data
@@ -30,7 +30,8 @@ LINE = 16              # bytes a line takes in a receive region: 8 of data, two 
 AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_f32", torch.bfloat16: "mcr_ll_bf16"}
-ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST = 0, 1, 2, 3   # the kernel's op codes
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL = 0, 1, 2, 3, 4  # op codes
+MOVES_BYTES = (ALL_GATHER, BROADCAST, ALL_TO_ALL)   # ops that sum nothing: the fp32 form serves
 
 
 @functools.cache
@@ -106,9 +107,10 @@ class LLGroup:
     def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
               root: int = 0) -> None:
         """Enqueue one call of `op` on the current stream: blocks of n bytes per rank (src and
-        dst contiguous; dst's dtype picks the sum's; all-gathers and broadcasts, from group rank
-        `root`, move bytes only). One caller thread at a time (the arguments are shared)."""
-        func = self.functions[torch.float32 if op in (ALL_GATHER, BROADCAST) else dst.dtype]
+        dst contiguous; dst's dtype picks the sum's; all-gathers, all-to-alls and broadcasts,
+        from group rank `root`, move bytes only). One caller thread at a time (the arguments
+        are shared)."""
+        func = self.functions[torch.float32 if op in MOVES_BYTES else dst.dtype]
         a = self.args
         a[0].value, a[1].value, a[10].value = op, root, 1 if avg else 0
         a[2].value, a[3].value, a[4].value = src.data_ptr(), dst.data_ptr(), n
