@@ -31,6 +31,9 @@ ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--cpu", action="store_true")
 ap.add_argument("--mcr-nccl", action="store_true",
                 help="a fourth copy on the mcr backend with every call sent to NCCL")
+ap.add_argument("--profile", default="",
+                help="after the rounds: one block of each copy under torch.profiler, its top "
+                     "kernels and CPU ops written to PROFILE.<kind>.<copy>.txt (rank 0)")
 args = ap.parse_args()
 
 from mcr.integrations import torch_backend  # noqa: E402
@@ -88,6 +91,7 @@ for kind in args.what.split(","):
     xs = [torch.randn(args.batch * 128, h, device=dev, dtype=dtype, generator=gen)
           for _ in range(args.steps)]
     losses: dict[str, list[float]] = {"mcr": [], "nccl": [], "mcr_nccl": []}
+    issued: dict[str, list[float]] = {m: [] for m in models}   # host ms a step, before sync
 
     def block(mode: str, record: bool = False) -> float:
         """ms per training step over args.steps steps."""
@@ -105,6 +109,7 @@ for kind in args.what.split(","):
             opt.zero_grad(set_to_none=True)
             if record and mode in losses:
                 losses[mode].append(loss.detach())
+        issued[mode].append((time.perf_counter() - t0) / args.steps * 1e3)
         sync()
         return (time.perf_counter() - t0) / args.steps * 1e3
 
@@ -122,12 +127,23 @@ for kind in args.what.split(","):
         r2 = sorted(b / a for a, b in zip(t["mcr_nccl"], t["nccl"]))
         out[kind + "_mcr_nccl"] = {"ratio_median": statistics.median(r2),
                                    "ratio_range": [r2[0], r2[-1]], "ratio_ci95": ci95(r2)}
+    if args.profile and cuda:
+        from torch.profiler import ProfilerActivity, profile
+        for mode in models:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                block(mode)
+            if rank == 0:
+                ka = prof.key_averages()
+                with open(f"{args.profile}.{kind}.{mode}.txt", "w") as f:
+                    f.write(ka.table(sort_by="cuda_time_total", row_limit=25) + "\n")
+                    f.write(ka.table(sort_by="self_cpu_time_total", row_limit=25) + "\n")
     med = {k: statistics.median(v) for k, v in t.items()}
     gap = med["nccl"] - med["floor"]
     out[kind] = {"ms": med, "ratio_median": statistics.median(ratios),
                  "ratio_range": [ratios[0], ratios[-1]], "ratio_ci95": ci95(ratios),
                  "captured": (med["nccl"] - med["mcr"]) / gap if gap > 0 else None,
-                 "losses_equal": all(same), "loss_maxdiff": diff, "blocks": t}
+                 "losses_equal": all(same), "loss_maxdiff": diff, "blocks": t,
+                 "host_ms": {k: statistics.median(v) for k, v in issued.items()}}
 
 if rank == 0:
     print("RESULT " + json.dumps(out), flush=True)
