@@ -96,28 +96,33 @@ def uneven_splits(what: str, g: Group, in_counts: list[int], out_counts: list[in
     bd = g.board
     if bd:
         # One node: through the group's shared memory, microseconds instead of a Gloo call.
-        every = torch.tensor(bd.exchange(mine, lambda: f"{what}: the exchange of split sizes"))
+        every = bd.exchange(mine, lambda: f"{what}: the exchange of split sizes")
     else:
-        every = torch.empty(n, 2 * n + 1, dtype=torch.int64)
-        tdist.all_gather(list(every.unbind(0)), torch.tensor(mine, dtype=torch.int64),
+        rows = torch.empty(n, 2 * n + 1, dtype=torch.int64)
+        tdist.all_gather(list(rows.unbind(0)), torch.tensor(mine, dtype=torch.int64),
                          group=g.handles["gloo"])
-    sends, recvs, dts = every[:, :n], every[:, n:2 * n], every[:, 2 * n]
+        every = rows.tolist()
+    # Plain lists: a handful of ints a rank, where each torch op on them would cost microseconds.
+    sends, recvs = [e[:n] for e in every], [e[n:2 * n] for e in every]
+    dts = [e[2 * n] for e in every]
     unit = "rows" if row > 1 else "elements"
-    if not bool((dts == dts[0]).all()):
+    if dts.count(dts[0]) != n:
         which = ", ".join(f"rank {g.ranks[r]} {O.dtype_name(_DTYPE_OF.get(int(d)))}"
-                          for r, d in enumerate(dts.tolist()))
+                          for r, d in enumerate(dts))
         raise MismatchError(f"{what}: ranks of group {g.ranks} pass different dtypes: {which}")
-    if not bool((sends == recvs.T).all()):
-        bad = [f"rank {g.ranks[s]} sends {int(sends[s, r]) // row} {unit} to rank {g.ranks[r]}, "
-               f"which expects {int(recvs[r, s]) // row}"
-               for s in range(n) for r in range(n) if sends[s, r] != recvs[r, s]]
-        rows = "; ".join(f"rank {g.ranks[r]}: input_split_sizes "
-                         f"{[c // row for c in sends[r].tolist()]}, output_split_sizes "
-                         f"{[c // row for c in recvs[r].tolist()]}" for r in range(n))
+    bad = [(s, r) for s in range(n) for r in range(n) if sends[s][r] != recvs[r][s]]
+    if bad:
+        said = [f"rank {g.ranks[s]} sends {sends[s][r] // row} {unit} to rank {g.ranks[r]}, "
+                f"which expects {recvs[r][s] // row}" for s, r in bad]
+        rows_said = "; ".join(f"rank {g.ranks[r]}: input_split_sizes "
+                              f"{[c // row for c in sends[r]]}, output_split_sizes "
+                              f"{[c // row for c in recvs[r]]}" for r in range(n))
         raise MismatchError(f"{what}: split sizes disagree across group {g.ranks}: "
-                            f"{'; '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} ({rows})")
-    block = int(sends.max()) * dtype.itemsize
-    if bool((sends == sends[0, 0]).all()):
+                            f"{'; '.join(said[:4])}{' ...' if len(said) > 4 else ''} "
+                            f"({rows_said})")
+    flat = [c for e in sends for c in e]
+    block = max(flat) * dtype.itemsize
+    if flat.count(flat[0]) == len(flat):
         return n * block, True
     return n * (1 << (block - 1).bit_length()), False
 
