@@ -13,6 +13,7 @@ from torch.distributed import ReduceOp
 from . import checks, guard, nans, runtime
 from . import ops as O
 from .errors import CallError
+from .groups import Group
 from .route import (
     SUM,
     buffer_of,
@@ -208,6 +209,13 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: Any
     return reduce_scatter_tensor(out, flat, op, g, async_op, backend=backend)
 
 
+def _splits(what: str, g: Group, in_counts: list[int], out_counts: list[int], row: int,
+            dtype: torch.dtype) -> tuple[int, bool]:
+    """checks.uneven_splits through the group's board (opened here if no call opened it)."""
+    guard.board_of(g, runtime.get().cfg.guard)
+    return checks.uneven_splits(what, g, in_counts, out_counts, row, dtype)
+
+
 def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
                       output_split_sizes: list[int] | None = None,
                       input_split_sizes: list[int] | None = None, group: Any = None,
@@ -230,7 +238,7 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     key_nb = nb
     if not even and g.size > 1:
         row = inp.numel() // inp.shape[0] if inp.dim() and inp.shape[0] else 1
-        key_nb, even = checks.uneven_splits(what, g, in_counts, out_counts, row, inp.dtype)
+        key_nb, even = _splits(what, g, in_counts, out_counts, row, inp.dtype)
     b = pick(O.ALL_TO_ALL, g, inp, key_nb, None, backend, kind, offset=off, moved=nb,
              even=even)
     # Backends move flat element counts; views keep the caller's memory.
@@ -261,7 +269,7 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     nb, even = nbytes_of(flat_in), True
     key_nb = nb
     if g.size > 1:
-        key_nb, even = checks.uneven_splits(what, g, in_counts, out_counts, 1, flat_in.dtype)
+        key_nb, even = _splits(what, g, in_counts, out_counts, 1, flat_in.dtype)
     b = pick(O.ALL_TO_ALL, g, flat_in, key_nb, None, backend, moved=nb, even=even)
 
     def split() -> None:

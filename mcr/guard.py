@@ -271,6 +271,16 @@ def open_board(g: Group, mode: str) -> Board | None:
     return board.open_board(g, STORE[0].store, STORE[0].root)
 
 
+def board_of(g: Group, mode: str) -> Board | None:
+    """g's board, opened at the first call that needs one (its first guarded call, or its
+    first uneven all-to-all: GPU calls have no guard, and the split exchange would otherwise
+    go through Gloo, ~300 us a call on 2x H200), or None where there is none. Every rank of
+    g makes that call at the same point: opening is collective."""
+    if g.board is None:
+        g.board = open_board(g, mode) or False
+    return g.board or None
+
+
 def start(gd: Guard, g: Group) -> None:
     """At pick: compare the call on the group's board (before any library runs it), or note
     it for its inline trailer."""

@@ -162,10 +162,8 @@ def _first(rt: Any, fk: tuple, op: str, g: Group, t: torch.Tensor | None, nbytes
             rt.signature_check(key, g, root, b.name)
             if gd is not None:
                 rt.guard_classes.add(ck)
-                if g.board is None:    # every rank is here: its first guarded call
-                    g.board = guard.open_board(g, rt.cfg.guard) or False
-                    if not g.board and not gd.inline:
-                        gd = None      # no board after all: the store compares each kind
+                if not guard.board_of(g, rt.cfg.guard) and not gd.inline:
+                    gd = None      # no board: the store compares each kind
     hit = rt.fast[fk] = (b, n, gd)
     return hit
 

@@ -11,7 +11,7 @@ N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
 . lab/scripts/parts.sh
 echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N" > $OUT/summary.txt
-run uneven 60 $R lab/probes/uneven_gpu.py
+run uneven 40 $R lab/probes/uneven_gpu.py
 grep -h "UNEVEN" $OUT/uneven.log >> $OUT/summary.txt
 export MCR_TUNING_TABLE=$PWD/tuning_tables/nvidia-h200_np$N.yaml
 run moe_uneven 170 $R -m benchmarks.moe --shape large --tokens 64,256 --k 2 \
