@@ -154,8 +154,9 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 
 
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter,
-    broadcast and all-to-all by default; MCR_SYMM_OPS=all_reduce leaves them to the others);
+    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter and
+    broadcast by default, all-to-all where named; MCR_SYMM_OPS=all_reduce leaves them to the
+    others);
     symm declines blocks past the low-latency kernel's limit for the group's size (auto: 2 MiB
     pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven all-to-alls and
     groups past 8 ranks. Served calls
@@ -164,9 +165,10 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
     assert off.serves == {"all_reduce"}
-    be = SymmBackend(Config())
-    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                         "all_to_all"}
+    assert SymmBackend(Config()).serves == {"all_reduce", "all_gather", "reduce_scatter",
+                                            "broadcast"}
+    be = SymmBackend(Config(symm_ops=("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                      "all_to_all")))
 
     def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
         return make_key(op, ranks, nbytes, dtype, "cuda", redop, "standalone")
@@ -377,7 +379,7 @@ def test_symm_sizes_whose_addresses_keep_moving_stop_capturing(
     assert cache.replays > 200 and st.unrepeated > 100
     assert "launched without capture" in be.summary_lines()[0]
     # The same for the other low-latency calls (an MoE layer's all-to-all buffers move too).
-    be.cfg, be._groups[3].plans = Config(), {}
+    be.cfg, be._groups[3].plans = Config(symm_ops=("all_reduce", "all_to_all")), {}
     sent = [torch.arange(2 * 500, dtype=torch.bfloat16) + k for k in range(16)]
     for i in range(100):
         y, out = sent[(i * 5) % 16], torch.empty(1000, dtype=torch.bfloat16)
