@@ -146,11 +146,19 @@ class Board:
         return (w >> 47) == seq and w != word and w != 0   # 0: a slot no one wrote yet
 
 
+_OPENED: dict[str, int] = {}     # boards this process opened, by group ranks and tag
+
+
 def open_board(g: Group, store: Any, root: str) -> Board | None:
     """The board of g, made by its first rank in /dev/shm and opened by every rank (a
     collective over g: every member calls it at the same point), or None on every rank if
     any rank could not map it. The file is removed once every rank has it mapped."""
-    key = f"{root}board/{g.tag}{'.'.join(map(str, g.ranks))}"
+    base = f"{root}board/{g.tag}{'.'.join(map(str, g.ranks))}"
+    # Groups of the same ranks (the world and a sub-group of all of them) each get their own
+    # board: numbered by how many this process opened before for those ranks, the same count on
+    # every member (each opens at a call all of them make, in program order).
+    _OPENED[base] = _OPENED.get(base, 0) + 1
+    key = f"{base}#{_OPENED[base]}"
     # words, decisions, then two buffers of one exchange row (a tag and 2n + 1 values) a rank
     size = max(mmap.PAGESIZE, (2 * SLOTS * g.size + 2 * g.size * (2 * g.size + 2)) * 8)
     path = ""

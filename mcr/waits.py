@@ -92,6 +92,9 @@ def wait_torch_host(w: Any, secs: float) -> None:
     """torch's Work.wait for a host library (Gloo), in slices of a second up to `secs`: a
     wait the stall watch has found hopeless (STALL_NOTE) ends within a second. Raises the
     library's error, or RuntimeError("Operation timed out!") at the deadline."""
+    if w.is_completed():
+        w.wait()       # done (an async call waited later): its error, if any, without a slice
+        return
     try:
         w.wait(_SLICE)           # most waits end within the first slice
         return

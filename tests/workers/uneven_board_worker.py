@@ -20,6 +20,15 @@ from mcr.errors import MismatchError  # noqa: E402
 
 dist.init_distributed(verbose=False)
 r, n = dist.get_rank(), dist.get_world_size()
+# A group whose first call is an uneven all-to-all (as on GPUs, whose calls have no guard to
+# open a board): the split exchange opens the board itself rather than going through Gloo.
+sub = dist.new_group(list(range(n)))
+assert sub.board is None, sub.board
+inp = torch.cat([torch.full((p + 1,), float(100 * r + p)) for p in range(n)])
+out = torch.empty(n * (r + 1))
+dist.all_to_all_single(out, inp, [r + 1] * n, [p + 1 for p in range(n)], group=sub)
+assert torch.equal(out, torch.cat([torch.full((r + 1,), float(100 * p + r)) for p in range(n)]))
+assert sub.board and sub.board.exchanges == 1, sub.board
 dist.all_reduce(torch.ones(4))              # the group's first guarded call opens its board
 for it in range(50):
     send = [(r + p + it) % 3 + 1 for p in range(n)]     # rank r sends peer p (r + p + it) % 3 + 1
