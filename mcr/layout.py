@@ -19,12 +19,6 @@ _LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_W
                     "LOCAL_SIZE", "LOCAL_WORLD_SIZE")
 
 
-def stated_local_size() -> int | None:
-    """Ranks on this node as the launcher states it, or None where none does."""
-    return next((int(os.environ[v]) for v in _LOCAL_SIZE_VARS
-                 if os.environ.get(v, "").isdigit()), None)
-
-
 @dataclass(frozen=True)
 class Layout:
     """node_of[r]: the node (0, 1, ...; in order of first rank) of world rank r."""
@@ -79,7 +73,8 @@ def detect(local_size: int | None, world: int, gloo_pg: Any) -> Layout:
     for several. Otherwise ranks on one host name are one node; where the launcher states its
     ranks per node, every rank checks that the host names agree with it.
     """
-    stated = stated_local_size()
+    stated = next((int(os.environ[v]) for v in _LOCAL_SIZE_VARS
+                   if os.environ.get(v, "").isdigit()), None)
     every: list[Any] = [None] * world
     tdist.all_gather_object(every, (socket.gethostname(), stated, local_size), group=gloo_pg)
     if len({e[2] for e in every}) > 1:

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from .errors import McrError, McrTimeoutError, MismatchError, library_error
-from .layout import stated_local_size
 
 # Called while the host waits, so that a host-progressed library (MPI) keeps moving messages for
 # the peers that wait on us. Backends register here.
@@ -28,19 +27,6 @@ CHECK_EVERY_S = 0.5
 # Set by the stall watch (mcr.stall) when a peer made another call at the point where this
 # rank waits: the wait is hopeless, and its error says why, naming both calls.
 STALL_NOTE = [""]
-
-
-def _spin_s() -> float:
-    """How long a wait tests without yielding its core. Where the host has cores to spare (4 a
-    local rank) a yield hands the core to a busy library thread (NCCL's proxy polls) for a
-    whole time slice: on 2x H200 an uneven all-to-all's split exchange, 2 us when both ranks
-    are there, noticed its peer ~350 us late. Where ranks share few cores the peer may need
-    this one: yield after 64 tests."""
-    local = stated_local_size() or 1
-    return 2e-3 if (os.cpu_count() or 1) >= 4 * local else 0.0
-
-
-SPIN_S = _spin_s()
 
 
 def set_timeout(seconds: float) -> None:
@@ -135,7 +121,7 @@ def poll_until(done: Callable[[], bool], what: str | Callable[[], str],
         if done():
             return
         spins += 1
-        if spins > 64 and (not SPIN_S or time.monotonic() - start > SPIN_S):
+        if spins > 64:
             # Yield the core (ranks are often oversubscribed, and Gloo's threads need CPU too),
             # then sleep, by time waited rather than by count: Open MPI's non-blocking
             # collectives advance only when tested, so a call of tens of ms must still be
