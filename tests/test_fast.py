@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.distributed as tdist
@@ -219,3 +221,25 @@ def test_symmetric_rendezvous_counts_are_compared_first() -> None:
         turns(0, 0, 0.2).before("g_alone", 0, [0, 1])
     unchecked = RendezvousTurns()            # no mcr session: nothing to compare with
     unchecked.before("g_none", 0, [0, 1])
+
+
+def test_capture_before_a_groups_first_call_falls_to_a_library_ready_for_it() -> None:
+    """Inside CUDA graph capture, a backend that sets up a group's buffers at its first call
+    (collectives and host syncs, which capture forbids) declines until that call was made
+    outside capture; outside capture it serves. (Seen on 2x H200: a decode step captured with
+    an all-gather the table sends to sdma, first made inside the capture, crashed it.)"""
+    from mcr.config import Config
+    be = SymmBackend(Config())
+    g = SimpleNamespace(id=7, size=2, handles={"symm": object()}, notes={})
+
+    def key(graph: bool):
+        return make_key("all_reduce", 2, 4096, torch.bfloat16, "cuda", tdist.ReduceOp.SUM,
+                        "standalone", graph=graph)
+    assert be.decline(key(False), g) is None
+    assert "first call" in be.decline(key(True), g)
+    be._groups[7] = object()          # its first call made, outside capture
+    assert be.decline(key(True), g) is None
+    sdma = SdmaBackend.__new__(SdmaBackend)
+    sdma.name, sdma._groups, sdma.engine = "sdma", {}, "cuda"
+    g.handles["sdma"] = object()
+    assert "first call" in sdma.decline(key(True)._replace(op="all_gather"), g)

@@ -10,7 +10,6 @@ import torch
 import torch.distributed as tdist
 
 from mcr.backends.cuda.graphs import GraphCache
-from mcr.backends.sdma.backend import SdmaBackend
 from mcr.backends.symm.backend import SymmBackend
 from mcr.ops import make_key
 
@@ -156,11 +155,10 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter and
     broadcast by default, all-to-all where named; MCR_SYMM_OPS=all_reduce leaves them to the
-    others);
-    symm declines blocks past the low-latency kernel's limit for the group's size (auto: 2 MiB
-    pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven all-to-alls and
-    groups past 8 ranks. Served calls
-    reach the kernel with blocks of n bytes and give the right results (the kernel stood in)."""
+    others); symm declines blocks past the low-latency kernel's limit for the group's size
+    (auto: 2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven
+    all-to-alls and groups past 8 ranks. Served calls reach the kernel with blocks of n bytes
+    and give the right results (the kernel stood in)."""
     from mcr.config import Config
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
@@ -387,25 +385,3 @@ def test_symm_sizes_whose_addresses_keep_moving_stop_capturing(
         assert torch.equal(out, torch.cat([y[:500], y[:500]])), i
     assert st.moving[("all_to_all", 1000)] == MOVING
     assert cache.captures == 2 * MOVING + 1
-
-
-def test_capture_before_a_groups_first_call_falls_to_a_library_ready_for_it() -> None:
-    """Inside CUDA graph capture, a backend that sets up a group's buffers at its first call
-    (collectives and host syncs, which capture forbids) declines until that call was made
-    outside capture; outside capture it serves. (Seen on 2x H200: a decode step captured with
-    an all-gather the table sends to sdma, first made inside the capture, crashed it.)"""
-    from mcr.config import Config
-    be = SymmBackend(Config())
-    g = SimpleNamespace(id=7, size=2, handles={"symm": object()}, notes={})
-
-    def key(graph: bool):
-        return make_key("all_reduce", 2, 4096, torch.bfloat16, "cuda", tdist.ReduceOp.SUM,
-                        "standalone", graph=graph)
-    assert be.decline(key(False), g) is None
-    assert "first call" in be.decline(key(True), g)
-    be._groups[7] = object()          # its first call made, outside capture
-    assert be.decline(key(True), g) is None
-    sdma = SdmaBackend.__new__(SdmaBackend)
-    sdma.name, sdma._groups, sdma.engine = "sdma", {}, "cuda"
-    g.handles["sdma"] = object()
-    assert "first call" in sdma.decline(key(True)._replace(op="all_gather"), g)
