@@ -5,16 +5,9 @@
 # (decode-size forwards and training steps). Everything under $OUT/w is packed into
 # $OUT/all.tgz at exit (a call brings back 8 files at most).
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 T0=$(date +%s); DEADLINE=${DEADLINE:-540}; PARTS=${PARTS:-check osu fsdp moe}
-FINAL=$OUT; OUT=$OUT/w; mkdir -p $OUT
-trap 'cp $OUT/summary.txt $FINAL/ 2>/dev/null; tar -czf $FINAL/all.tgz -C $OUT .' EXIT
-N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
 . lab/scripts/parts.sh
-has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N" > $OUT/summary.txt
+packed_call
 if has check; then
   run symm_check 90 $R tests/workers/fast_worker.py --symm-only
   grep -h "symm:\|FAIL\|Error\|OK\|checks" $OUT/symm_check.log | head -8 >> $OUT/summary.txt

@@ -12,16 +12,9 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
 #     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit;
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 T0=$(date +%s); DEADLINE=${DEADLINE:-540}; PARTS=${PARTS:-hang uneven hf}
-FINAL=$OUT; OUT=$OUT/w; mkdir -p $OUT
-trap 'cp $OUT/summary.txt $FINAL/ 2>/dev/null; tar -czf $FINAL/all.tgz -C $OUT .' EXIT
-N=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-R="python3 -m torch.distributed.run --standalone --nproc_per_node=$N"
 . lab/scripts/parts.sh
-has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N" > $OUT/summary.txt
+packed_call
 if has hang; then
   MCR_SYMM_OPS=all_reduce,all_gather,reduce_scatter,broadcast,all_to_all \
   MCR_TUNING_TABLE=$PWD/lab/results/2026-11-28_h200x2_a2a/tune/nvidia-h200_np2.yaml \
