@@ -167,5 +167,9 @@ if __name__ == "__main__":
     if backend == "mcr" and rank == 0:
         import mcr.comm as dist
         dist.log_summary()
+    # Gloo's worker thread drops each finished work's tensors after the waiter is woken: a
+    # barrier first, so that none is left to free a Python object while the interpreter exits
+    # (seen once in CI: plain Gloo's FSDP2 run aborted at exit in ProcessGroupGloo::runLoop).
+    tdist.barrier()
     tdist.destroy_process_group()
     print(f"rank {rank}: LOSSES {what} {backend} {[float.hex(v) for v in losses]}", flush=True)
