@@ -372,15 +372,20 @@ def test_symm_sizes_whose_addresses_keep_moving_stop_capturing(
             want = x * 2
             be.all_reduce(x, tdist.ReduceOp.SUM, g, sync=True)
             assert torch.equal(x, want), (i, x.numel())
+    assert ll.calls == 400       # each call ran the kernel once (a sum run twice would show)
     assert st.moving[("all_reduce", 2000, torch.bfloat16, False)] == MOVING
     assert cache.captures == MOVING + 1       # 1000 elements: MOVING; 7 elements: one
     assert cache.replays > 200 and st.unrepeated > 100
     assert "launched without capture" in be.summary_lines()[0]
     # The same for the other low-latency calls (an MoE layer's all-to-all buffers move too).
     sent = [torch.arange(2 * 500, dtype=torch.bfloat16) + k for k in range(16)]
+    outs = [torch.empty(1000, dtype=torch.bfloat16) for _ in range(3)]
     for i in range(100):
-        y, out = sent[(i * 5) % 16], torch.empty(1000, dtype=torch.bfloat16)
+        y, out = sent[(i * 5) % 16], outs[i % 3]
         be.all_to_all(out, y, [500, 500], [500, 500], g, sync=True)
         assert torch.equal(out, torch.cat([y[:500], y[:500]])), i
+    # Exactly one run a call, replayed or not: an all-to-all run twice gives the same data
+    # but advances this rank's call numbers past its peers' (an MoE layer hung on that).
+    assert ll.calls == 400 + 100
     assert st.moving[("all_to_all", 1000)] == MOVING
     assert cache.captures == 2 * MOVING + 1

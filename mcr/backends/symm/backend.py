@@ -245,9 +245,12 @@ class SymmBackend(Backend):
         """Enqueue a call: replayed where its key was captured, captured on its second
         sighting, launched directly where it is a low-latency call of a `size` whose addresses
         kept changing (MOVING captures already)."""
-        if size is not None and st.moving.get(size, 0) >= MOVING and not st.graphs.replay(gkey):
-            issue()
-            st.unrepeated += 1
+        if size is not None and st.moving.get(size, 0) >= MOVING:
+            # One run either way: a second would advance this rank's call numbers past its
+            # peers' (the low-latency kernel's next call would then wait for good).
+            if not st.graphs.replay(gkey):
+                issue()
+                st.unrepeated += 1
             return
         before = st.graphs.captures
         st.graphs.run(gkey, lambda m: issue(), lambda: stream_of(sid))
