@@ -212,7 +212,10 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: Any
 def _splits(what: str, g: Group, in_counts: list[int], out_counts: list[int], row: int,
             dtype: torch.dtype) -> tuple[int, bool]:
     """checks.uneven_splits through the group's board (opened here if no call opened it)."""
-    guard.board_of(g, runtime.get().cfg.guard)
+    rt = runtime.get()
+    # Named for the stall watch: this wait comes before the call is counted.
+    rt.latest = ((f"{what}: the exchange of split sizes",), g, g.calls + 1)
+    guard.board_of(g, rt.cfg.guard)
     return checks.uneven_splits(what, g, in_counts, out_counts, row, dtype)
 
 

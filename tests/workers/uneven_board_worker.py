@@ -1,12 +1,14 @@
 """Uneven all_to_all_single on a one-node group once its signature board is open: the split
 sizes go through the board's shared memory (checks.uneven_splits). Fifty calls whose splits
-change every call give the reference output; splits that disagree are a MismatchError on every
-rank. Prints `rank R: UNEVEN OK <exchanges through the board>`."""
+change every call give the reference output; a late rank's peers wait in the split exchange
+(their stall watch says so); splits that disagree are a MismatchError on every rank. Prints
+`rank R: UNEVEN OK <exchanges through the board>`."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 
@@ -40,6 +42,11 @@ for it in range(50):
     assert torch.equal(out, want), (it, out, want)
 board = runtime.get().world.board
 assert board and board.exchanges == 50, board and board.exchanges
+# Rank 0 comes late to an uneven call: the others' stall watch (MCR_STALL_S) names the split
+# exchange they wait in, not the call before it.
+if r == 0:
+    time.sleep(float(os.environ.get("MCR_STALL_S", "0")) * 2.5)
+dist.all_to_all_single(torch.empty(n), torch.ones(n), [1] * n, [1] * n)
 bad = [1] * n
 if r == 0:
     bad[1] = 2
