@@ -18,9 +18,11 @@ packed_call
 if has hang; then
   MCR_SYMM_OPS=all_reduce,all_gather,reduce_scatter,broadcast,all_to_all \
   MCR_TUNING_TABLE=$PWD/lab/results/2026-11-28_h200x2_a2a/tune/nvidia-h200_np2.yaml \
-  MCR_STALL_S=5 run hang 90 $R lab/probes/faulthandler_run.py 60 -m benchmarks.moe \
+  MCR_STALL_S=5 MCR_TIMEOUT_S=40 MCR_LAB_TRACE=$OUT/trace \
+  run hang 90 $R lab/probes/faulthandler_run.py 30 -m benchmarks.moe \
       --shape large --tokens 64 --k 2 --capacity uneven --step decode --pairs 3
-  grep -h "waited\|File \|Thread\|Current" $OUT/hang.log | head -60 >> $OUT/summary.txt
+  grep -h "waited\|File \|Thread\|Current\|x \[" $OUT/hang.log | head -60 >> $OUT/summary.txt
+  tail -n 12 $OUT/trace.rank* >> $OUT/summary.txt
 fi
 if has uneven; then
   run uneven 40 $R lab/probes/uneven_gpu.py
