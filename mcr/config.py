@@ -148,8 +148,8 @@ KNOBS = (
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_SYMM_GRAPHS", "symm_graphs", int_from(0), "64", True),
     Knob("MCR_SYMM_LL_BYTES", "symm_ll_bytes", _bytes_or_auto, "auto", True),
-    Knob("MCR_SYMM_OPS", "symm_ops", _symm_ops, "all_reduce,all_gather,reduce_scatter,broadcast",
-         True),
+    Knob("MCR_SYMM_OPS", "symm_ops", _symm_ops,
+         "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
@@ -193,9 +193,8 @@ class Config:
     symm_two_shot_bytes: float = 512 * 2**10      # two-shot from here
     symm_graphs: int = 64                         # captured all-reduces kept per group
     symm_ll_bytes: float | None = None            # symm's low-latency kernel up to here (auto)
-    # all_to_all is opt-in: a drop-less MoE layer (symm's all-to-all of counts between NCCL's
-    # uneven ones) hung on 2x H200, cause not found.
-    symm_ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+    symm_ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                 "all_to_all")
     nccl_ce: bool = False                         # enable nccl_ce
     nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
     fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size

@@ -153,9 +153,9 @@ def test_symm_leaves_the_low_latency_kernel_before_its_call_numbers_repeat(
 
 
 def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter and
-    broadcast by default, all-to-all where named; MCR_SYMM_OPS=all_reduce leaves them to the
-    others); symm declines blocks past the low-latency kernel's limit for the group's size
+    """MCR_SYMM_OPS names what symm serves beyond all-reduce (all-gather, reduce-scatter,
+    broadcast and all-to-all by default; MCR_SYMM_OPS=all_reduce leaves them to the others);
+    symm declines blocks past the low-latency kernel's limit for the group's size
     (auto: 2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven
     all-to-alls and groups past 8 ranks. Served calls reach the kernel with blocks of n bytes
     and give the right results (the kernel stood in)."""
@@ -163,10 +163,8 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
     assert off.serves == {"all_reduce"}
-    assert SymmBackend(Config()).serves == {"all_reduce", "all_gather", "reduce_scatter",
-                                            "broadcast"}
-    be = SymmBackend(Config(symm_ops=("all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                      "all_to_all")))
+    be = SymmBackend(Config())
+    assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
 
     def key(op, nbytes, ranks, dtype=torch.bfloat16, redop=None):
         return make_key(op, ranks, nbytes, dtype, "cuda", redop, "standalone")

@@ -370,6 +370,29 @@ def t_symm_ll_ops(numel: int, dtype: torch.dtype, iters: int = 5) -> None:
             check(f"symm all_to_all repeat #{it} {dtype} n={numel}", out, want)
 
 
+def t_symm_moving(numel: int, calls: int = 120) -> None:
+    """symm all-to-alls and all-gathers whose buffers move differently on each rank (as an MoE
+    layer's allocations do): rank 0 cycles 3 buffers, its peers 8, so their captures stop at
+    MOVING per size while graphs that exist still replay; every call must run exactly once on
+    every rank (a rank that ran one twice would leave its peers' next call waiting), and match
+    NCCL's."""
+    pool = [(torch.empty(numel * N, dtype=torch.bfloat16, device=DEV),
+             torch.empty(numel * N, dtype=torch.bfloat16, device=DEV)) for _ in range(8)]
+    ops = from_env().symm_ops
+    for i in range(calls):
+        y, out = pool[i % 3 if ME == 0 else (3 * i) % 8]
+        y.copy_(data(numel * N, torch.bfloat16, salt(), ME, True))
+        want = torch.empty_like(out)
+        if "all_to_all" in ops:
+            dist.all_to_all_single(want, y, backend="nccl")
+            dist.all_to_all_single(out, y, backend="symm")
+            check(f"symm all_to_all moving #{i} n={numel}", out, want)
+        if "all_gather" in ops:
+            dist.all_gather_into_tensor(want, y[:numel], backend="nccl")
+            dist.all_gather_into_tensor(out, y[:numel], backend="symm")
+            check(f"symm all_gather moving #{i} n={numel}", out, want)
+
+
 def t_symm() -> None:
     """symm against NCCL: every size form and offset (the low-latency kernel's sizes, its
     limit, torch's kernels' above, in turn on one group), repeated buffers (graph replays), and
@@ -401,6 +424,7 @@ def t_symm() -> None:
                 t_all_to_all("symm", dt, n)
         if "all_gather" in ops:
             t_symm_ll_ops(4099, dt)
+    t_symm_moving(1000)
     note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)
                     if r["kind"] == "note" and r["backend"] == "symm")
     if (from_env().symm_ll_bytes != 0 and importlib.util.find_spec("cupy")
