@@ -31,6 +31,12 @@ ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--cpu", action="store_true")
 ap.add_argument("--mcr-nccl", action="store_true",
                 help="a fourth copy on the mcr backend with every call sent to NCCL")
+ap.add_argument("--passthru", action="store_true",
+                help="a copy on a minimal Python process group that hands each call to the plain "
+                     "NCCL group (torch's Python-backend cost alone, without mcr)")
+ap.add_argument("--cprofile", default="",
+                help="after the rounds: one block of each copy under cProfile (rank 0), the "
+                     "top functions by own time written to CPROFILE.<kind>.<copy>.txt")
 ap.add_argument("--profile", default="",
                 help="after the rounds: one block of each copy under torch.profiler, its top "
                      "kernels and CPU ops written to PROFILE.<kind>.<copy>.txt (rank 0)")
@@ -45,6 +51,51 @@ if cuda:
 tdist.init_process_group("nccl" if cuda else "gloo")   # install(): the mcr backend
 rank, n = tdist.get_rank(), tdist.get_world_size()
 plain = tdist.new_group(backend="nccl" if cuda else "gloo")
+
+
+class Passthru(tdist.ProcessGroup):
+    """The least a Python process group can do: each call straight to `plain`, torch's Work
+    handed back."""
+
+    def __init__(self, rank: int, size: int) -> None:
+        super().__init__(rank, size)
+        self._name = ""
+
+    def _set_group_name(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def group_name(self) -> str:
+        return self._name
+
+    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+        return "passthru"
+
+    def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201 - torch's signature
+        return tdist.all_reduce(tensors[0], opts.reduceOp, group=plain, async_op=True)
+
+    def broadcast(self, tensors, opts):  # noqa: ANN001, ANN201
+        return tdist.broadcast(tensors[0], group_src=opts.rootRank, group=plain, async_op=True)
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002, ANN001, ANN201
+        return tdist.all_gather_into_tensor(output, input, group=plain, async_op=True)
+
+    all_gather_single = _allgather_base   # the name newer torch calls
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002, ANN001, ANN201
+        return tdist.reduce_scatter_tensor(output, input, opts.reduceOp, group=plain,
+                                           async_op=True)
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def barrier(self, opts=None):  # noqa: ANN001, ANN201
+        return tdist.barrier(group=plain, async_op=True)
+
+
+if args.passthru:
+    tdist.Backend.register_backend("passthru", lambda o, b: Passthru(o.group_rank, o.group_size),
+                                   extended_api=True, devices=["cuda", "cpu"])
+    passthru = tdist.new_group(backend="passthru")
 mcr_world = tdist.group.WORLD
 dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
 dtype = torch.bfloat16 if cuda else torch.float32
@@ -86,11 +137,13 @@ for kind in args.what.split(","):
     models = {"mcr": wrap(kind, mcr_world), "nccl": wrap(kind, plain), "floor": wrap(kind, None)}
     if args.mcr_nccl:       # the same backend, every call sent to NCCL (force_backend)
         models["mcr_nccl"] = wrap(kind, mcr_world)
+    if args.passthru and kind == "fsdp":     # DDP's C++ checks find no device type on it
+        models["passthru"] = wrap(kind, passthru)
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
     gen = torch.Generator(dev).manual_seed(1 + rank)
     xs = [torch.randn(args.batch * 128, h, device=dev, dtype=dtype, generator=gen)
           for _ in range(args.steps)]
-    losses: dict[str, list[float]] = {"mcr": [], "nccl": [], "mcr_nccl": []}
+    losses: dict[str, list[float]] = {"mcr": [], "nccl": [], "mcr_nccl": [], "passthru": []}
     issued: dict[str, list[float]] = {m: [] for m in models}   # host ms a step, before sync
 
     def block(mode: str, record: bool = False) -> float:
@@ -123,10 +176,28 @@ for kind in args.what.split(","):
         for mode in (order if r % 2 == 0 else order[::-1]):
             t[mode].append(block(mode))
     ratios = sorted(b / a for a, b in zip(t["mcr"], t["nccl"]))
-    if "mcr_nccl" in t:
-        r2 = sorted(b / a for a, b in zip(t["mcr_nccl"], t["nccl"]))
-        out[kind + "_mcr_nccl"] = {"ratio_median": statistics.median(r2),
-                                   "ratio_range": [r2[0], r2[-1]], "ratio_ci95": ci95(r2)}
+    for other in ("mcr_nccl", "passthru"):
+        if other in t:
+            r2 = sorted(b / a for a, b in zip(t[other], t["nccl"]))
+            out[f"{kind}_{other}"] = {"ratio_median": statistics.median(r2),
+                                      "ratio_range": [r2[0], r2[-1]], "ratio_ci95": ci95(r2)}
+    if args.cprofile and rank == 0:
+        import cProfile
+        import io
+        import pstats
+        for mode in models:
+            cp = cProfile.Profile()
+            cp.enable()
+            block(mode)
+            cp.disable()
+            buf = io.StringIO()
+            pstats.Stats(cp, stream=buf).sort_stats("tottime").print_stats(35)
+            pstats.Stats(cp, stream=buf).sort_stats("cumulative").print_stats(35)
+            with open(f"{args.cprofile}.{kind}.{mode}.txt", "w") as f:
+                f.write(buf.getvalue())
+    elif args.cprofile:
+        for mode in models:
+            block(mode)
     if args.profile and cuda:
         from torch.profiler import ProfilerActivity, profile
         for mode in models:
