@@ -9,8 +9,10 @@ its own beside this one.
 
 Every collective completes before it returns (the Work handed back is done, its future set):
 DDP's overlap of gradient all-reduces with the backward pass is lost on host libraries. On
-GPUs a stream-ordered library's call returns once enqueued, as torch's does, and an all-reduce
-outside graph capture hands back a Work whose future completes on the GPU (DDP's buckets).
+GPUs a stream-ordered library's call returns once enqueued, as torch's does, and an all-reduce,
+all-gather or reduce-scatter into one tensor outside graph capture hands back a Work under way
+whose wait() is a stream wait and whose future completes on the GPU (DDP's buckets, FSDP2's
+all-gathers and reduce-scatters, as with torch's NCCL group).
 Point-to-point calls are under way when they return, so a batch in which every rank sends
 first does not wait."""
 
@@ -23,6 +25,7 @@ import torch.distributed as tdist
 
 import mcr.comm as dist
 from mcr.streams import capturing
+from mcr.work import Work as McrWork
 
 NAME = "mcr"
 # Backend strings a script's init_process_group may name that install() sends to mcr: torch's
@@ -139,26 +142,19 @@ class _Pending(_Done):
 
 
 class _OnStream(_Done):
-    """GPU all-reduces under way on their library's stream, as torch's NCCL work is: wait()
-    makes the caller's current stream wait for them; the future completes on the GPU when they
-    do (a CUDA future whose events were recorded on a stream that waits for them), so DDP's
-    bucket hooks run behind the all-reduce without holding back the backward pass."""
+    """GPU collectives under way on their library's stream, as torch's NCCL work is: wait()
+    makes the caller's current stream wait for them; the future (made when asked: each CUDA
+    call costs microseconds) completes on the GPU when they do, a CUDA future whose events
+    are recorded on a stream that waits for them, so DDP's bucket hooks run behind the
+    all-reduce without holding back the backward pass."""
 
     def __init__(self, works: list[Any], result: list[torch.Tensor]) -> None:
         super().__init__(result)
         self._works = [w for w in works if w is not None]
-        dev = result[0].device
-        side = _WAITERS.get(dev)
-        if side is None:
-            side = _WAITERS[dev] = torch.cuda.Stream(dev)
-        with torch.cuda.stream(side):
-            for w in self._works:
-                w.wait()
-            self._fut: torch.futures.Future = torch.futures.Future(devices=[dev])
-            self._fut.set_result(result)
+        self._fut: torch.futures.Future | None = None
 
     def wait(self, timeout: Any = None) -> bool:
-        """The caller's current stream waits for the all-reduces."""
+        """The caller's current stream waits for the collectives."""
         for w in self._works:
             w.wait()
         return True
@@ -168,7 +164,23 @@ class _OnStream(_Done):
         return all(w.is_completed() for w in self._works)
 
     def get_future(self) -> torch.futures.Future:
-        """A CUDA future of the tensors, completed when the all-reduces are."""
+        """A CUDA future of the tensors, completed when the collectives are."""
+        w0 = self._works[0] if len(self._works) == 1 else None
+        if self._fut is None and isinstance(w0, tdist.Work) and not isinstance(w0, McrWork):
+            # torch's own work (NCCL's): its future already completes on the GPU; chained so
+            # that its value is the caller's tensors (the library may have had a view).
+            result = self._result
+            self._fut = w0.get_future().then(lambda _: result)
+        if self._fut is None:
+            dev = self._result[0].device
+            side = _WAITERS.get(dev)
+            if side is None:
+                side = _WAITERS[dev] = torch.cuda.Stream(dev)
+            with torch.cuda.stream(side):
+                for w in self._works:
+                    w.wait()
+                self._fut = torch.futures.Future(devices=[dev])
+                self._fut.set_result(self._result)
         return self._fut
 
 
@@ -241,6 +253,9 @@ class McrProcessGroup(tdist.ProcessGroup):
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                         opts: Any = None) -> tdist.Work:
         """output <- every rank's input, in rank order (all_gather_into_tensor)."""
+        if output.is_cuda and not capturing():
+            return _OnStream([dist.all_gather_into_tensor(output, input, group=self._g(),
+                                                          async_op=True)], [output])
         dist.all_gather_into_tensor(output, input, group=self._g())
         return _Done([output])
 
@@ -265,6 +280,9 @@ class McrProcessGroup(tdist.ProcessGroup):
                              opts: Any = None) -> tdist.Work:
         """output <- this rank's block of the reduction (reduce_scatter_tensor)."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
+        if output.is_cuda and not capturing():
+            return _OnStream([dist.reduce_scatter_tensor(output, input, op, group=self._g(),
+                                                         async_op=True)], [output])
         dist.reduce_scatter_tensor(output, input, op, group=self._g())
         return _Done([output])
 
