@@ -94,11 +94,12 @@ class Work(tdist.Work):
             # The common case, cheaply: a torch work, no MPI owed. A host library's wait goes
             # in slices, which the stall watch's note can end (torch's own would sit out the
             # group's timeout while a peer waits in another call).
+            t = self._torch
             try:
-                if self._stream:
-                    self._torch.wait()
+                if self._stream or t.is_completed():
+                    t.wait()       # a stream wait, or done (its error, if any, without a slice)
                 else:
-                    wait_torch_host(self._torch, get_timeout())
+                    wait_torch_host(t, get_timeout())
             except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                 self._raise(e, get_timeout())
             if self._after or ON_COMPLETE:

@@ -138,7 +138,10 @@ class TorchPGBackend(Backend):
         w = g.handles[self.name].allreduce(
             [torch.view_as_real(t) if t.is_complex() else t],
             self._opt(_C10D.AllreduceOptions, here, redop))
-        return self._done("all_reduce", t, g, w, here)
+        if here or (self.domain == STREAM and not ON_COMPLETE):
+            return self._done("all_reduce", t, g, w, here)
+        # _done's last case inline: a host library's work under way, as mcr's Work.
+        return Work.of_torch("all_reduce", self.name, t.nbytes, g.size, w, False)
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, g: Group, *,
                    sync: bool = False) -> Work | None:
