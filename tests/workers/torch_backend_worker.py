@@ -173,3 +173,10 @@ if __name__ == "__main__":
     tdist.barrier()
     tdist.destroy_process_group()
     print(f"rank {rank}: LOSSES {what} {backend} {[float.hex(v) for v in losses]}", flush=True)
+    if backend != "mcr" and "TORCHELASTIC_RUN_ID" in os.environ:
+        # A reference run's exit is torch's own, and it has aborted at interpreter exit
+        # (CI: plain Gloo's TP run under torchrun, "terminate called without an active
+        # exception", after both ranks had printed): it says nothing about mcr, so the
+        # reference skips it (not under an MPI launcher, which counts that as a failure).
+        sys.stderr.flush()
+        os._exit(0)
