@@ -2,8 +2,10 @@
 eager paths (replayed graph, fixed buffer) against NCCL's eager call.
 
 Variants: v0 (mcr's kernel: the block's call number read by one thread, then a block barrier,
-then the data), v1 (every thread reads the number beside its data; the barrier
-moved to the end) with 512, 256 and 128 threads a block. Per size: GPU us per call inside a
+then the data) as it ships (512 threads, at most 64 blocks) and with smaller blocks and as many
+more of them (v0-TxB: T threads, at most B blocks), v1 (every thread reads the number beside its
+data; the barrier moved to the end, VARIANTS=v1); "empty": a kernel that does nothing, the
+floor of one kernel node in the chain. Per size: GPU us per call inside a
 CUDA graph of 50 back-to-back calls (events around replays; slowest rank; median of rounds in
 rotated order), each variant's result against NCCL's (bf16 rounding), ranks' bits equal.
 
@@ -38,9 +40,10 @@ def slowest(x: float) -> float:
 class Variant:
     """One compiled kernel with its own receive regions and call numbers."""
 
-    def __init__(self, name: str, src: str, threads: int, rank: int, world: int) -> None:
+    def __init__(self, name: str, src: str, threads: int, rank: int, world: int,
+                 blocks: int = 64) -> None:
         import cupy
-        self.cp, self.name, self.threads = cupy, name, threads
+        self.cp, self.name, self.threads, self.blocks = cupy, name, threads, blocks
         src = src.replace("__launch_bounds__(512)", f"__launch_bounds__({threads})").replace(
             "(i / 512) % 64", f"(i / {threads}) % 64")
         mod = cupy.RawModule(code=src, options=("--std=c++17",))
@@ -52,12 +55,12 @@ class Variant:
         hdl = rendezvous(buf, tdist.group.WORLD)
         self.buf, self.cap, self.rank, self.world = buf, cap, rank, world
         self.regions = torch.tensor(list(hdl.buffer_ptrs), dtype=torch.int64, device="cuda")
-        self.seqs = torch.zeros(64, dtype=torch.int32, device="cuda")
+        self.seqs = torch.zeros(blocks, dtype=torch.int32, device="cuda")
 
     def __call__(self, t: torch.Tensor) -> None:
         cp, n = self.cp, t.nbytes
         words = -(-n // 8)
-        grid = max(1, min(64, -(-words // self.threads)))
+        grid = max(1, min(self.blocks, -(-words // self.threads)))
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             self.kernel((grid,), (self.threads,),
                         (cp.int32(0), cp.int32(0), cp.uint64(t.data_ptr()),
@@ -65,6 +68,21 @@ class Variant:
                          cp.uint64(self.regions.data_ptr()), cp.int32(self.rank),
                          cp.int32(self.world), cp.uint64(self.seqs.data_ptr()),
                          cp.uint64(self.cap), cp.int32(0), cp.uint64(60 * 10**9)))
+
+
+class Empty:
+    """A kernel that does nothing: what one kernel node costs in the chain."""
+
+    name = "empty"
+
+    def __init__(self) -> None:
+        import cupy
+        self.cp = cupy
+        self.kernel = cupy.RawKernel('extern "C" __global__ void nop() {}', "nop")
+
+    def __call__(self, t: torch.Tensor) -> None:
+        with self.cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            self.kernel((1,), (32,), ())
 
 
 def v1(src: str) -> str:
@@ -123,9 +141,11 @@ def host_us(fn: object, reps: int = 200) -> float:
 def kernels(rank: int, world: int) -> None:
     """Graph-replayed GPU time per call of each variant and NCCL, and their results."""
     old = (HERE.parent.parent / "mcr" / "backends" / "symm" / "ll.cu").read_text()
-    new = v1(old)
-    vs = [Variant("v0-512", old, 512, rank, world)] + \
-        [Variant(f"v1-{t}", new, t, rank, world) for t in (512, 256, 128)]
+    vs: list = [Variant("v0-512x64", old, 512, rank, world)] + \
+        [Variant(f"v0-{t}x{b}", old, t, rank, world, b) for t, b in ((256, 128), (128, 256))]
+    if "v1" in os.environ.get("VARIANTS", ""):
+        vs += [Variant(f"v1-{t}", v1(old), t, rank, world) for t in (512, 128)]
+    vs.append(Empty())
     names = ["nccl"] + [v.name for v in vs]
     fns = [lambda t: tdist.all_reduce(t)] + vs
     if rank == 0:
@@ -133,7 +153,7 @@ def kernels(rank: int, world: int) -> None:
               f"{ROUNDS} rounds [min-max]", flush=True)
     for n in SIZES:
         x = torch.randn(n // 2, device="cuda").bfloat16()
-        for name, fn in zip(names, fns):          # results first: each against NCCL
+        for name, fn in zip(names[:-1], fns[:-1]):    # results first: each against NCCL
             ref = x.clone()
             tdist.all_reduce(ref)
             y = x.clone()
