@@ -29,6 +29,13 @@ from mcr.measure.turns import turn_orders
 def build(shape: dict[str, int], world: int, device: torch.device, dtype: torch.dtype) -> Any:
     """The HF model, the same random weights on every rank, sharded by DeepSpeed AutoTP."""
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if device.type == "cuda" else "cpu")
+    if device.type == "cpu" and "LOCAL_SIZE" not in os.environ:
+        # DeepSpeed's CPU all-reduce (its shared-memory op) sets up its buffers only where
+        # LOCAL_SIZE, which DeepSpeed's own launcher states, covers the world; under torchrun
+        # or mpirun it then reduces through buffers it never made and segfaults (0.19.8).
+        local = os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+        if local:
+            os.environ["LOCAL_SIZE"] = local
     import deepspeed
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(hidden_size=shape["hidden"], intermediate_size=shape["ffn"],

@@ -172,6 +172,15 @@ def test_deepspeed_autotp_training_and_inference(model, launcher):
     _ok(out, "PARALLEL OK")
 
 
+def test_deepspeed_inference_all_reduce_keeps_deepspeeds_shared_memory_kernel():
+    """Where DeepSpeed runs its own CPU kernel for inference_all_reduce (LOCAL_SIZE states the
+    world is one host), mcr leaves those calls to it (Gloo through mcr took 5x its time) and
+    serves what the kernel cannot: an int64 tensor, a sub-group, MAX; sums against the
+    reference and DeepSpeed's own bits."""
+    out = run_torchrun(2, "ds_shm_worker.py")
+    _ok(out, "SHM OK")
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_deepspeed_zero3_mixed_gloo_mpi_table(overlap):
     args = ["--expect", BOTH] + (["--overlap-comm"] if overlap else [])

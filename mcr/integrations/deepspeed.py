@@ -15,17 +15,20 @@ by every library mcr has.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
+import torch
 import torch.distributed as tdist
 
 from .. import bypass, runtime, session
 from .. import comm as mcr
+from ..route import redop_of
 
 # deepspeed.comm names that mcr.comm serves with the same arguments.
 SAME = (
-    "all_reduce", "inference_all_reduce", "all_reduce_coalesced", "all_gather",
+    "all_reduce", "all_reduce_coalesced", "all_gather",
     "all_gather_into_tensor", "allgather_fn", "all_gather_coalesced", "reduce_scatter",
     "reduce_scatter_tensor", "reduce_scatter_fn", "all_to_all_single", "all_to_all",
     "broadcast", "reduce", "gather", "scatter", "barrier", "monitored_barrier", "send", "recv",
@@ -84,9 +87,43 @@ def configure(deepspeed_config: Any = None, enabled: bool | None = None,
         _PENDING_CONFIG.append(kw)
 
 
+def _ds_shm_runs(tensor: torch.Tensor, op: Any, group: Any) -> bool:
+    """Whether DeepSpeed's own inference_all_reduce would run its shared-memory kernel here,
+    and rightly: a CPU tensor of a dtype it sums, summed over the whole world, on a host with
+    the kernel's vector ISA, its buffers set up (DeepSpeed does that only where LOCAL_SIZE, as
+    its launcher states it, covers the world; without them the kernel segfaults)."""
+    if tensor.device.type != "cpu" or tensor.dtype not in _SHM_LEVEL:
+        return False
+    if not hasattr(torch.ops, "deepspeed") or \
+            not hasattr(torch.ops.deepspeed, "inference_all_reduce_"):
+        return False
+    import deepspeed.comm.comm as ds_comm
+    level = getattr(ds_comm.cdb, "shm_vector_kernel_level", 0)
+    world = tdist.get_world_size()
+    return (level >= _SHM_LEVEL[tensor.dtype] and os.environ.get("LOCAL_SIZE") == str(world)
+            and tdist.get_world_size(group) == world
+            and redop_of(op, "inference_all_reduce") == tdist.ReduceOp.SUM)
+
+
+def inference_all_reduce(tensor: torch.Tensor, op: Any = tdist.ReduceOp.SUM, group: Any = None,
+                         async_op: bool = False, prof: bool = False,
+                         log_name: str = "all_reduce", debug: Any = None) -> Any:
+    """DeepSpeed's shared-memory kernel where DeepSpeed runs it (mcr has no library that beats
+    it on one host's CPUs yet: Gloo took 5x its time), else mcr's all_reduce."""
+    if _ds_shm_runs(tensor, op, group):
+        bypass.count("deepspeed.comm", "inference_all_reduce (DeepSpeed's shared-memory kernel)",
+                     (tensor,), {})
+        return _ORIGINALS["inference_all_reduce"](tensor, op, group, async_op, prof, log_name,
+                                                  debug)
+    return mcr.inference_all_reduce(tensor, op, group, async_op, prof, log_name, debug)
+
+
+# The vector ISA level DeepSpeed's kernel needs per dtype (DeepSpeed's own rule: avx2 for fp32,
+# avx512bw for the 16-bit ones).
+_SHM_LEVEL = {torch.float32: 1, torch.bfloat16: 2, torch.float16: 2}
 _ADAPTED = {"init_distributed": init_distributed, "new_group": new_group,
             "get_world_group": get_world_group, "destroy_process_group": destroy_process_group,
-            "configure": configure}
+            "configure": configure, "inference_all_reduce": inference_all_reduce}
 
 
 def _ds_modules() -> list[Any]:
