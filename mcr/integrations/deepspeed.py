@@ -10,7 +10,8 @@ imported; see mcr/integrations/autoload.py). DeepSpeed still sets up torch.distr
 later. deepspeed.comm and deepspeed.comm.comm are separate namespaces, and some DeepSpeed modules
 bind comm functions at import (`from deepspeed.comm import all_to_all_single`): install()
 replaces the functions in all of them. Groups DeepSpeed creates are torch ProcessGroups, served
-by every library mcr has.
+by every library mcr has. One call stays DeepSpeed's where DeepSpeed runs its own CPU kernel for
+it: inference_all_reduce (see inference_all_reduce below).
 """
 
 from __future__ import annotations
