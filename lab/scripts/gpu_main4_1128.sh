@@ -47,11 +47,6 @@ if has osu; then
   run osu_a2a_graph 40 $R -m benchmarks.osu_alltoall $B -i 10 -x 2 --batch 20 --graph
   grep -h "^ " $OUT/osu_a2a.log $OUT/osu_a2a_graph.log >> $OUT/summary.txt
 fi
-if has d70b; then
-  run d70b 120 $R -m benchmarks.decode --shape 70b --batch 1,16 --mode graph,eager --pairs 7 \
-      --steps 24 --profile-steps 4 --out $OUT/decode
-  grep -h "x \[\|tokens" $OUT/d70b.log | head -10 >> $OUT/summary.txt
-fi
 if has moet; then
   run moet 150 $R -m benchmarks.moe --shape large --tokens 512,4096 --k 2 --capacity 1.0 \
       --step train --pairs 7 --out $OUT/moe_t
@@ -65,5 +60,10 @@ fi
 if has quick; then
   run quick 90 $R tests/workers/fast_worker.py --quick
   grep -h "OK\|FAIL\|Error" $OUT/quick.log | head -4 >> $OUT/summary.txt
+fi
+if has d70b; then
+  run d70b 120 $R -m benchmarks.decode --shape 70b --batch 1,16 --mode graph,eager --pairs 7 \
+      --steps 24 --profile-steps 4 --out $OUT/decode
+  grep -h "x \[\|tokens" $OUT/d70b.log | head -10 >> $OUT/summary.txt
 fi
 cat $OUT/summary.txt
