@@ -23,6 +23,7 @@ import torch.distributed as tdist
 
 from benchmarks.common import sync
 from benchmarks.tp_model import SHAPES
+from mcr.layout import stated_local_size
 from mcr.measure.turns import turn_orders
 
 
@@ -33,9 +34,9 @@ def build(shape: dict[str, int], world: int, device: torch.device, dtype: torch.
         # DeepSpeed's CPU all-reduce (its shared-memory op) sets up its buffers only where
         # LOCAL_SIZE, which DeepSpeed's own launcher states, covers the world; under torchrun
         # or mpirun it then reduces through buffers it never made and segfaults (0.19.8).
-        local = os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
-        if local:
-            os.environ["LOCAL_SIZE"] = local
+        local = stated_local_size()
+        if local is not None:
+            os.environ["LOCAL_SIZE"] = str(local)
     import deepspeed
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(hidden_size=shape["hidden"], intermediate_size=shape["ffn"],

@@ -66,6 +66,12 @@ def parse_label(key: Any) -> tuple[int, int] | None:
     return None
 
 
+def stated_local_size() -> int | None:
+    """The ranks on this node as the launcher states them, or None where it states none."""
+    return next((int(os.environ[v]) for v in _LOCAL_SIZE_VARS
+                 if os.environ.get(v, "").isdigit()), None)
+
+
 def detect(local_size: int | None, world: int, gloo_pg: Any) -> Layout:
     """The world's layout, the same on every rank (collective over the world's Gloo group).
 
@@ -73,8 +79,7 @@ def detect(local_size: int | None, world: int, gloo_pg: Any) -> Layout:
     for several. Otherwise ranks on one host name are one node; where the launcher states its
     ranks per node, every rank checks that the host names agree with it.
     """
-    stated = next((int(os.environ[v]) for v in _LOCAL_SIZE_VARS
-                   if os.environ.get(v, "").isdigit()), None)
+    stated = stated_local_size()
     every: list[Any] = [None] * world
     tdist.all_gather_object(every, (socket.gethostname(), stated, local_size), group=gloo_pg)
     if len({e[2] for e in every}) > 1:
