@@ -207,7 +207,10 @@ def _changing_sizes(pg: Any, rounds: int, n_calls: int, step: int) -> None:
     ratio. mcr's decision caches are emptied before each block: every call is a new kind of
     call to mcr (in the first round its size classes are new too, compared through the
     store)."""
-    ts = [torch.ones(k * step) for k in range(1, n_calls + 1)]
+    # Views of one buffer, as a dynamic length's slice of a preallocated one (memory stays
+    # n_calls x step floats); zeros, which sums leave finite.
+    whole = torch.zeros(n_calls * step)
+    ts = [whole[:k * step] for k in range(1, n_calls + 1)]
     variants: dict[str, Callable[[], Any]] = {
         "gloo directly (torch.distributed)": lambda: [tdist.all_reduce(t, group=pg) for t in ts],
         "mcr backend=gloo": lambda: [dist.all_reduce(t, backend="gloo") for t in ts]}

@@ -45,8 +45,9 @@ def test_chaos_groups_libraries_dtypes_reduce_ops(launcher, n, backends, env):
 
 
 def test_random_mpi_blocking_and_nonblocking_forms():
-    """MPI's blocking form (on mcr's worker, chunked) from 1 KiB, the non-blocking below it,
-    issued by the worker while it is busy: 4 ranks, async waits in shuffled order, no hang."""
+    """MPI's blocking form (chunked; asynchronous calls on mcr's worker) from 1 KiB, the
+    non-blocking below it, issued by the worker while it is busy: 4 ranks, async waits in
+    shuffled order, no hang."""
     env = {"MCR_MPI_BLOCKING_BYTES": "1KiB", "MCR_MPI_CHUNK_BYTES": "4KiB"}
     _ok(run_mpi(4, "random_worker.py", "--ops", "1000", "--seed", "77", "--backends",
                 "mpi,mpi,gloo", env=env), 4, "RANDOM OK 1000 ops")

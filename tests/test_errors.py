@@ -118,15 +118,17 @@ def test_an_uncaught_exception_under_mpirun_aborts_the_job(backend):
     assert "NOT ABORTED" not in out, out[-3000:]
 
 
-@pytest.mark.parametrize("backend,blocking", [("mpi", "inf"), ("mpi", "0"), ("gloo", "8MiB")])
-def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, blocking):
+@pytest.mark.parametrize("backend,blocking,guard", [("mpi", "inf", "auto"), ("mpi", "0", "auto"),
+                                                   ("mpi", "0", "0"), ("gloo", "8MiB", "auto")])
+def test_a_rank_that_exits_early_under_mpirun_fails_its_peers_at_once(backend, blocking, guard):
     """sys.exit on one rank: its peer's next all-reduce raises within seconds, naming the rank,
-    not after MCR_TIMEOUT_S (300 s here) while the leaver sits in MPI_Finalize. blocking "0":
-    through the MPI worker's blocking collective."""
+    not after MCR_TIMEOUT_S (300 s here) while the leaver sits in MPI_Finalize. Guard "auto":
+    the peer waits on the board before MPI's blocking form in its own thread; blocking "0" with
+    guard "0" (no board): inside the MPI worker's blocking collective."""
     t0 = time.monotonic()
     out = run_mpi(2, "errors_worker.py", "exit", check=False, timeout=120,
                   env={"MCR_BACKEND": backend, "MCR_TIMEOUT_S": "300",
-                       "MCR_MPI_BLOCKING_BYTES": blocking})
+                       "MCR_MPI_BLOCKING_BYTES": blocking, "MCR_GUARD": guard})
     took = time.monotonic() - t0
     raised = re.search(r"rank 0: RAISED after ([\d.]+) s: LibraryError: (.*)", out)
     assert raised, out[-3000:]

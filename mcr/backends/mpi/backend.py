@@ -161,10 +161,11 @@ class MpiBackend(Issuing, Backend):
         op, avg = self._reduction(redop)
         return self._coll(ALL_REDUCE, g, "Allreduce", (self.MPI.IN_PLACE, self._typed(h), op),
                           t.nbytes, True, self._avg(h, avg, g.size) + after, (t, h),
-                          lambda comm: self._chunks(comm, h, op), sync=sync)
+                          (lambda comm: self._chunks(comm, h, op))
+                          if h.nbytes > self.chunk_bytes else None, sync=sync)
 
     def _chunks(self, comm: Any, h: torch.Tensor, op: Any) -> None:
-        """Blocking all-reduce of h in place, MCR_MPI_CHUNK_BYTES at a time (on the worker)."""
+        """Blocking all-reduce of h in place, MCR_MPI_CHUNK_BYTES at a time."""
         flat = h.reshape(-1)
         step = max(1, int(min(self.chunk_bytes, h.nbytes) // h.element_size()))
         for a in range(0, flat.numel(), step):

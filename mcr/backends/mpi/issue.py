@@ -1,7 +1,8 @@
 """How a collective reaches MPI and completes (the MPI backend's half that is about forms, not
-ops): the blocking form in the caller's thread where mcr.guard's board shows every rank made
-the same call, the blocking form on a worker thread from MCR_MPI_BLOCKING_BYTES, else the
-non-blocking form, polled with a deadline; every form checks for ranks that left the job."""
+ops): the blocking form in the caller's thread, at any size, where mcr.guard's board shows every
+rank made the same synchronous call; otherwise the blocking form on a worker thread from
+MCR_MPI_BLOCKING_BYTES, else the non-blocking form, polled with a deadline; every form checks
+for ranks that left the job."""
 
 from __future__ import annotations
 
@@ -82,21 +83,24 @@ class Issuing:
         return [], Futures([self._worker.submit(fn, *args)]), call
 
     def _blocking(self, g: Group, name: str, args: tuple, after: list[Callable[[], None]],
-                  what: Callable[[], str]) -> None:
-        """The blocking form of MPI's collective `name` on g's communicator, here, then the
-        copy-backs."""
+                  what: Callable[[], str], blocking_fn: Callable[[Any], None] | None) -> None:
+        """The blocking form of MPI's collective `name` (blocking_fn(comm) where given) on g's
+        communicator, here, then the copy-backs."""
+        comm = g.handles[self.name]
         try:
-            getattr(g.handles[self.name], name)(*args)
+            if blocking_fn is None:
+                getattr(comm, name)(*args)
+            else:
+                blocking_fn(comm)
         except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
             raise mcr_error(e, what(), get_timeout()) from e
         for fn in after:
             fn()
 
-    def _direct(self, g: Group, nbytes: int) -> bool:
-        """Whether a call of nbytes may run as the blocking form on this thread: below
-        MCR_MPI_BLOCKING_BYTES (those run on the worker) with no call queued there."""
-        return not (0 <= self.blocking_bytes <= nbytes and self._multiple) and \
-            (self._worker is None or not self._worker.pending)
+    def _direct(self) -> bool:
+        """Whether a call may run as the blocking form on this thread: none queued on the
+        worker (collectives reach the communicator in this rank's order)."""
+        return self._worker is None or not self._worker.pending
 
     def _not_stuck(self, name: str) -> None:
         """Refuse a call at once, rather than after another deadline, when the worker is still
@@ -126,13 +130,14 @@ class Issuing:
         call: Any = _NOT_ISSUED
         bd = g.board
         if bd:
-            if sync and self._direct(g, nbytes if shared else -1):
+            if sync and self._direct():
                 call = self.departures.issue(g.handles[self.name])
                 if bd.met(g.calls, what, self.departures.watch(g.ranks, what, call)):
                     # Every rank made this very call (mcr.guard's board) and runs it blocking:
                     # the blocking form cannot wait for a peer at another call, and runs faster
-                    # than the non-blocking one (Open MPI's libnbc: 2x slower at 4 KiB-1 MiB).
-                    return self._blocking(g, name, args, after, what)
+                    # than the non-blocking one (Open MPI's libnbc: 2x slower at 4 KiB-1 MiB)
+                    # and than the worker's hand-off at every size (3 MiB: 1.67x on 2 cores).
+                    return self._blocking(g, name, args, after, what, blocking_fn)
             else:
                 bd.decide(g.calls)     # peers that would run it blocking learn they cannot
         reqs, fut, call = self._issue(g, name, args, nbytes if shared else -1, blocking_fn, call)
