@@ -257,17 +257,23 @@ elif scenario == "check_sizes":
 elif scenario == "timeout":
     os.environ["MCR_TIMEOUT_S"] = "2"
     dist.init_distributed(verbose=False)
-    # mpi twice: the non-blocking form, then the blocking one on mcr's worker (from
-    # MCR_MPI_BLOCKING_BYTES), which no deadline can interrupt inside MPI.
-    calls = (("mpi", 1000), ("mpi", 1 << 21), ("gloo", 1000))
-    for be, numel in calls:
+    # mpi twice: a synchronous call (waiting for its peer on the board, before MPI's
+    # blocking form in this thread), then an asynchronous one of MCR_MPI_BLOCKING_BYTES,
+    # whose blocking form runs on mcr's worker, which no deadline can interrupt inside MPI.
+    calls = (("mpi", 1000, False), ("mpi", 1 << 21, True), ("gloo", 1000, False))
+
+    def call(be: str, numel: int, async_op: bool) -> None:
+        w = dist.all_reduce(torch.ones(numel), backend=be, async_op=async_op)
+        if w is not None:
+            w.wait()
+    for be, numel, _ in calls:
         # Made once together, so that the repeats below pass mcr's first-call signature check
         # and reach the libraries (a new kind of call would time out in the check instead).
         dist.all_reduce(torch.ones(numel), backend=be)
     if rank == 0:
-        for be, numel in calls:
+        for be, numel, async_op in calls:
             t0 = time.monotonic()
-            expect(McrTimeoutError, lambda: dist.all_reduce(torch.ones(numel), backend=be),
+            expect(McrTimeoutError, lambda: call(be, numel, async_op),
                    "all_reduce", f"'{be}'", f"{4 * numel} bytes", "did not complete within 2 s",
                    "MCR_TIMEOUT_S")
             assert time.monotonic() - t0 < 30, "timeout took far longer than MCR_TIMEOUT_S"
@@ -353,10 +359,14 @@ elif scenario.startswith("warm_"):
              "op": (lambda: ar(64), gather),
              "root": (lambda: bcast(0), lambda: bcast(1)),
              "straddle": (lambda: straddle(256), lambda: straddle(254)),
-             "async": (lambda: ar(64, async_op=True), lambda: ar(64, torch.int32, async_op=True))}
+             "async": (lambda: ar(64, async_op=True), lambda: ar(64, torch.int32, async_op=True)),
+             # sizes no rank made before, in the size class and guard band of one warmed up:
+             # each rank decides from that kind's last decision (mcr.route's new-size path)
+             "new": (lambda: ar(777), lambda: ar(778))}
     kinds = calls[cases]
+    warm_up = ((lambda: ar(1000)),) if cases == "new" else kinds
     for _ in range(2):
-        for make in kinds:
+        for make in warm_up:
             make()[0]()
     fn, x = kinds[0 if rank == 0 else 1]()
     if os.environ.get("LATE_RANK") == str(rank):
@@ -370,7 +380,7 @@ elif scenario.startswith("warm_"):
         print(f"rank {rank}: EXPECTED MismatchError: {msg}", flush=True)
         # A rank that saw it before its library ran keeps its tensor; one already inside
         # its library when a peer parted learns it from the stall watch.
-        assert "made different calls at call 5" in msg, msg
+        assert f"made different calls at call {2 * len(warm_up) + 1}" in msg, msg
         if "left as they were" in msg:
             assert torch.equal(x, before), f"{cases}: the tensor changed"
     else:
