@@ -79,6 +79,20 @@ class Dispatcher:
                 self._via[group.id] = group.tag.split(".")[0]
         return hit
 
+    def keeps(self, key: CallKey, group: Group, forced: str | None, b: Backend) -> bool:
+        """Whether this call would get b (which served its kind at another size): b heads
+        its candidates (forced, MCR_BACKEND, the table's rule, the default) and serves it.
+        Counted with the calls of that size."""
+        if forced is None:
+            head = self.env_backend
+            if head is None:
+                hit = self.tables.lookup(key) if key.nbytes >= 0 else None
+                head = canonical(hit[0]) if hit is not None else \
+                    default_backend(key.device, group.default_gpu)
+            if head != b.name:
+                return False
+        return b.decline(key, group) is None
+
     def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
         """Backend for this call (cached); counts the call."""
         b, n = self.entry(key, group, forced)

@@ -62,32 +62,70 @@ _ROOTED = {O.BROADCAST, O.REDUCE, O.GATHER, O.SCATTER}
 class Guard:
     """How one kind of call (one entry of mcr.comm's decision cache) carries its signature."""
 
-    __slots__ = ("desc", "inline", "rooted", "n", "rank", "word", "dtype", "red", "tmpl_np",
-                 "mine_np", "expect", "k")
+    __slots__ = ("_desc", "_describe", "kind", "inline", "rooted", "n", "rank", "word", "dtype",
+                 "red", "tmpl_np", "mine_np", "expect", "k")
 
-    def __init__(self, desc: str, g: Group, inline: bool, dtype: torch.dtype | None,
-                 redop: Any, rooted: bool = False) -> None:
-        self.desc, self.inline, self.n, self.rank = desc, inline, g.size, g.rank
+    def __init__(self, describe: Callable[[], str], kind: int, nbytes: int, g: Group,
+                 inline: bool, dtype: torch.dtype | None, redop: Any,
+                 rooted: bool = False) -> None:
+        self._describe, self._desc = describe, None
+        self.inline, self.n, self.rank = inline, g.size, g.rank
         # A rank may complete it without its peers (the root of a broadcast or scatter, the
         # senders of a reduce or gather): its board check waits for every peer's word.
         self.rooted = rooted
         self.dtype, self.red = dtype, redop
-        raw = desc.encode()
-        self.word = (zlib.crc32(raw) << 31) ^ zlib.adler32(raw)   # 63 bits: a positive int64
+        self.kind = kind
+        self.word = word_of(kind, nbytes)
         self.k = self.n * NIBBLES if inline else 0
         self.tmpl_np: np.ndarray | None = None     # the trailer, made at its first use
+
+    @property
+    def desc(self) -> str:
+        """The call as errors name it (made at its first use: most calls never need it)."""
+        if self._desc is None:
+            self._desc = self._describe()
+        return self._desc
+
+    def resized(self, nbytes: int, describe: Callable[[], str]) -> Guard:
+        """The guard of this kind of call at another size in the same inline band (the same
+        library, op, dtype, reduce op and root): only its word and description differ."""
+        gd = Guard.__new__(Guard)
+        gd._describe, gd._desc, gd.kind = describe, None, self.kind
+        gd.inline, gd.n, gd.rank, gd.rooted = self.inline, self.n, self.rank, self.rooted
+        gd.dtype, gd.red, gd.k, gd.tmpl_np = self.dtype, self.red, self.k, None
+        gd.word = word_of(self.kind, nbytes)
+        return gd
 
     def trailer(self) -> np.ndarray:
         """This rank's trailer (made once): its digits in its slots, the op's identity in
         the others'; and the reduced trailer every rank expects (self.expect)."""
         if self.tmpl_np is None:
             base, values = _templates(self.dtype, id(self.red), self.n)
-            h = zlib.crc32(self.desc.encode())
+            h = self.word
             own = values[[(h >> s) & 15 for s in range(0, 4 * NIBBLES, 4)]]
             tmpl = base.copy()
             tmpl[self.rank * NIBBLES:(self.rank + 1) * NIBBLES] = own
             self.mine_np, self.expect, self.tmpl_np = own, own.tobytes() * self.n, tmpl
         return self.tmpl_np
+
+
+_M64 = (1 << 64) - 1
+
+
+def kind_of(text: str) -> int:
+    """A 64-bit hash of a kind of call's signature with its size left out (every rank alike,
+    unlike Python's hash of a str)."""
+    raw = text.encode()
+    return (zlib.crc32(raw) << 32) | zlib.adler32(raw)
+
+
+def word_of(kind: int, nbytes: int) -> int:
+    """A call's board word: its kind's hash and its size mixed (splitmix64's finalizer), 63
+    bits, a positive int64."""
+    z = (kind + (nbytes + 2) * 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return (z ^ (z >> 31)) >> 1
 
 
 _TEMPLATES: dict[tuple[torch.dtype, int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -103,8 +141,10 @@ def _templates(dtype: torch.dtype, red: int, n: int) -> tuple[np.ndarray, np.nda
     return hit
 
 
-def make(key: CallKey, g: Group, b: Backend, desc: str, mode: str) -> Guard | None:
-    """The guard of a new kind of call (mode: MCR_GUARD), or None where the always-on check
+def make(key: CallKey, g: Group, b: Backend, describe: Callable[[], str], kind: int,
+         mode: str) -> Guard | None:
+    """The guard of a new kind of call (mode: MCR_GUARD; describe: its text, kind: kind_of its
+    text with the size left out), or None where the always-on check
     compares its first call through the store instead (GPU tensors, stream libraries,
     objects, point-to-point, one rank; on several nodes, all but small all-reduces)."""
     if b.domain != HOST or key.device != "cpu" or key.graph or g.size < 2 or \
@@ -122,7 +162,7 @@ def make(key: CallKey, g: Group, b: Backend, desc: str, mode: str) -> Guard | No
         inline = False
     if not inline and (g.nodes != 1 or mode != "auto" or g.board is False):
         return None        # no board and no trailer: the store compares its first call
-    return Guard(desc, g, inline, key.dtype, red, key.op in _ROOTED)
+    return Guard(describe, kind, key.nbytes, g, inline, key.dtype, red, key.op in _ROOTED)
 
 
 def size_class(nbytes: int) -> int:
@@ -287,7 +327,7 @@ def start(gd: Guard, g: Group) -> None:
     bd = g.board
     if bd:
         CURRENT[0] = None
-        bad = bd.enter(g.calls, gd.word, gd.desc if gd.rooted else None)
+        bad = bd.enter(g.calls, gd.word, (lambda: gd.desc) if gd.rooted else None)
         if bad:
             raise parted(g, g.calls, gd.desc, bad)
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,7 @@ class Runtime:
     # (mcr.stall); and how each cached kind of call reads in its messages.
     latest: Any = None
     stall_watch: Any = None       # stall.StallWatch (None on one rank)
-    descs: dict[tuple, str] = field(default_factory=dict)
+    descs: dict[tuple, Callable[[], str]] = field(default_factory=dict)
     # Kinds of guarded call (mcr.guard) compared through the store, by size class.
     guard_classes: set[tuple] = field(default_factory=set)
     # Address ranges [lo, hi) handed out by mcr.comm.symmetric_empty (kept for the process's

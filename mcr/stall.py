@@ -76,7 +76,8 @@ class StallWatch:
             return
         fk, g, call = latest
         ranks = tuple(g.ranks)
-        what = rt.descs.get(fk, str(fk[0]))
+        describe = rt.descs.get(fk)
+        what = describe() if describe else str(fk[0])
         if not self._told:
             sig.publish(rt.launch.rank, g.tag, ranks, what, call)
             self._told = True

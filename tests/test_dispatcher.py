@@ -139,3 +139,15 @@ def test_dispatcher_counts_calls_per_profile_across_a_spill(tmp_path):
         d.choose(key, g)
     assert d.profiles() == {"standalone": [2, 72], "overlap": [2, 8192]}
     assert d.served() == {("all_reduce", "gloo"): [4, 8264]}
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_a_new_size_every_call_decides_as_the_table_says_across_a_boundary(launcher):
+    """Sizes that change every call, up and then down across a table's 1 KiB boundary (Gloo
+    below, two Gloo lanes from it): each call served by the library its rule names, every
+    sum right (a kind's new size reuses its last size's decision only where it holds)."""
+    from conftest import ROOT, run_mpi, run_torchrun
+    run = run_mpi if launcher == "mpi" else run_torchrun
+    out = run(2, "new_sizes_worker.py", env={
+        "MCR_TUNING_TABLE": str(ROOT / "tests" / "data" / "ar_boundary_cpu.yaml")}, timeout=180)
+    assert out.count("NEW SIZES OK 150") == 2, out[-3000:]

@@ -282,6 +282,7 @@ WARM = {"size": ("all_reduce sum of 1000 x float32", "all_reduce sum of 999 x fl
         "op": ("all_reduce sum of 64 x float32", "all_gather of 64 x float32"),
         "root": ("root 0", "root 1"),
         "async": ("all_reduce sum of 64 x float32", "all_reduce sum of 64 x int32"),
+        "new": ("all_reduce sum of 777 x float32", "all_reduce sum of 778 x float32"),
         "straddle": ("256 x float32 (1024 B) -> gloo_lanes2", "254 x float32 (1016 B) -> gloo")}
 AR_TABLE = str(ROOT / "tests" / "data" / "ar_boundary_cpu.yaml")
 
@@ -304,10 +305,11 @@ def _warm(launcher: str, n: int, case: str, env: dict[str, str]) -> str:
 @pytest.mark.parametrize("launcher,n,case", [
     *[(launcher, 2, case) for launcher in ("mpi", "torchrun") for case in WARM],
     *[(launcher, 4, case) for launcher in ("mpi", "torchrun")
-      for case in ("size", "dtype", "root", "straddle")]])
+      for case in ("size", "dtype", "root", "straddle", "new")]])
 def test_calls_that_differ_after_warm_up_fail_on_every_rank_naming_both(launcher, n, case):
     """MCR_CHECK unset, both kinds of call made before by every rank: size, dtype, reduce op,
-    op, root, an asynchronous call, sizes either side of a table boundary (two libraries).
+    op, root, an asynchronous call, sizes either side of a table boundary (two libraries); or
+    sizes no rank made before in a size class it did (new).
     Every rank raises a MismatchError naming both calls; a rank that saw it before its
     library ran keeps its tensor (the worker checks). MCR_STALL_S=4 for the ranks that were
     inside their library already."""
