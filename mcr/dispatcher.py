@@ -82,7 +82,7 @@ class Dispatcher:
     def keeps(self, key: CallKey, group: Group, forced: str | None, b: Backend) -> bool:
         """Whether this call would get b (which served its kind at another size): b heads
         its candidates (forced, MCR_BACKEND, the table's rule, the default) and serves it.
-        Counted with the calls of that size."""
+        The caller counts the call with that size's."""
         if forced is None:
             head = self.env_backend
             if head is None:
