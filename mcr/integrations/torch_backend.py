@@ -18,12 +18,14 @@ first does not wait."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
+from mcr.launch import discover, rendezvous_env
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
@@ -71,6 +73,7 @@ def install() -> None:
             device = kwargs.pop("device_id", None)
             if device is not None and torch.cuda.is_available():
                 torch.cuda.set_device(device)
+            _launcher_env(args, kwargs)
             original(backend, *args, **kwargs)
             # Every rank is here together: mcr starts now, not at a first call that some
             # ranks might make on a sub-group without the others.
@@ -80,6 +83,18 @@ def install() -> None:
     init_process_group.__doc__ = original.__doc__
     init_process_group._mcr = True  # type: ignore[attr-defined]
     c10d.init_process_group = tdist.init_process_group = init_process_group
+
+
+def _launcher_env(args: tuple, kwargs: dict[str, Any]) -> None:
+    """Under mpirun/mpiexec, the variables of torch's env:// rendezvous (RANK, WORLD_SIZE,
+    MASTER_ADDR, ...) as mcr.comm.init_distributed sets them, where the script names no
+    rendezvous of its own: torch's own start stops with "RANK expected, but not set"."""
+    if args or any(k in kwargs for k in ("init_method", "store", "rank", "world_size")) or \
+            "RANK" in os.environ:
+        return
+    launch = discover()
+    if launch.launcher == "mpi":
+        rendezvous_env(launch, None)
 
 
 def _create(opts: Any, backend_options: Any) -> McrProcessGroup:

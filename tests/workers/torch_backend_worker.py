@@ -25,8 +25,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, os.path.dirname(__file__))
 from common import torch_env_from_mpi  # noqa: E402
 
-torch_env_from_mpi()
-
 
 class Block(torch.nn.Module):
     """An MLP block: up (column-parallel under TP), down (row-parallel)."""
@@ -144,6 +142,10 @@ def calls() -> list[float]:
 
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
+    if backend != "mcr":
+        # Plain torch needs its rendezvous variables under mpirun; mcr's init_process_group
+        # sets them itself (the `mcr` runs test that).
+        torch_env_from_mpi()
     if DEVICE == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get(
             "OMPI_COMM_WORLD_LOCAL_RANK", "0"))))
