@@ -35,10 +35,26 @@ def discover() -> Launch:
     if "RANK" in env and "WORLD_SIZE" in env:
         return Launch("env", int(env["RANK"]), int(env["WORLD_SIZE"]),
                       int(env.get("LOCAL_RANK", 0)))
+    return mpi_launch() or Launch("single", 0, 1, 0)
+
+
+def mpi_launch() -> Launch | None:
+    """What an MPI launcher's variables say, or None where none started this process."""
+    env = os.environ
     for r, s, lr in _MPI_VARS:
         if r in env and s in env:
             return Launch("mpi", int(env[r]), int(env[s]), int(env.get(lr, 0)))
-    return Launch("single", 0, 1, 0)
+    return None
+
+
+def state_ranks() -> None:
+    """Under an MPI launcher, RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them, where
+    unset (frameworks read them before they start torch.distributed: transformers' tp_plan);
+    no communication, so any rank may call it alone."""
+    launch = mpi_launch()
+    if launch is not None and "RANK" not in os.environ:
+        os.environ.update(RANK=str(launch.rank), WORLD_SIZE=str(launch.world_size),
+                          LOCAL_RANK=str(launch.local_rank))
 
 
 def free_port() -> int:
@@ -55,7 +71,9 @@ def rendezvous_env(launch: Launch, port: int | None) -> None:
     as DeepSpeed's MPI discovery does. One host: loopback; several: rank 0's hostname address.
     """
     env = os.environ
-    if launch.launcher == "mpi":
+    # Under an MPI launcher with RANK stated (state_ranks) but no address: as "mpi".
+    if launch.launcher == "mpi" or (mpi_launch() is not None and not (
+            "MASTER_ADDR" in env and "MASTER_PORT" in env)):
         from mpi4py import MPI
 
         comm = MPI.COMM_WORLD

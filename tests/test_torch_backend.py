@@ -46,11 +46,13 @@ def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
         assert re.search(r"\s+gloo\s+\d+", out) and re.search(r"\s+mpi\s+\d+", out), out[-3000:]
 
 
-def test_mcr_torch_sends_a_script_s_own_init_to_mcr():
+@pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
+def test_mcr_torch_sends_a_script_s_own_init_to_mcr(launcher):
     """MCR_TORCH=1 and a script that never names mcr: its init_process_group("gloo") starts the
-    mcr backend (the start-up hook of regular installs)."""
-    plain = _losses(_run("torchrun", 2, "ddp", "gloo", {}), "ddp", "gloo", 2)
-    out = _run("torchrun", 2, "ddp", "env", {"MCR_TORCH": "1"})
+    mcr backend (the start-up hook of regular installs); under mpirun with no torch variables
+    set by the script."""
+    plain = _losses(_run(launcher, 2, "ddp", "gloo", {}), "ddp", "gloo", 2)
+    out = _run(launcher, 2, "ddp", "env", {"MCR_TORCH": "1"})
     assert _losses(out, "ddp", "mcr", 2) == plain, out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2) != "0", out[-3000:]

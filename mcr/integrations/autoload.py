@@ -69,7 +69,11 @@ def _fsdp(module: ModuleType) -> None:
 
 def _torch(module: ModuleType) -> None:
     # torch.distributed runs while torch itself is still importing: mcr (which imports torch)
-    # is imported at the script's first init_process_group, not now.
+    # is imported at the script's first init_process_group, not now. The launcher's ranks are
+    # stated now (mcr.launch needs only the standard library): frameworks read RANK before
+    # their init_process_group (transformers' tp_plan).
+    from mcr.launch import state_ranks
+    state_ranks()
     original = module.distributed_c10d._mcr_original = module.init_process_group
 
     def init_process_group(*args: Any, **kwargs: Any) -> None:

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
-from mcr.launch import discover, rendezvous_env
+from mcr.launch import mpi_launch, rendezvous_env, state_ranks
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
@@ -56,8 +56,10 @@ def register() -> None:
 
 def install() -> None:
     """register(), and make init_process_group() with torch's default or a standard backend
-    (gloo, nccl, both) start the `mcr` backend instead; other backends are left alone."""
+    (gloo, nccl, both) start the `mcr` backend instead; other backends are left alone. Under
+    an MPI launcher, RANK, WORLD_SIZE and LOCAL_RANK are set here where unset."""
     register()
+    state_ranks()
     import torch.distributed.distributed_c10d as c10d
     if getattr(tdist.init_process_group, "_mcr", False):
         return
@@ -89,11 +91,12 @@ def _launcher_env(args: tuple, kwargs: dict[str, Any]) -> None:
     """Under mpirun/mpiexec, the variables of torch's env:// rendezvous (RANK, WORLD_SIZE,
     MASTER_ADDR, ...) as mcr.comm.init_distributed sets them, where the script names no
     rendezvous of its own: torch's own start stops with "RANK expected, but not set"."""
-    if args or any(k in kwargs for k in ("init_method", "store", "rank", "world_size")) or \
-            "RANK" in os.environ:
+    env = os.environ
+    if args or kwargs.get("init_method") or kwargs.get("store") is not None or \
+            ("MASTER_ADDR" in env and "MASTER_PORT" in env):
         return
-    launch = discover()
-    if launch.launcher == "mpi":
+    launch = mpi_launch()
+    if launch is not None:
         rendezvous_env(launch, None)
 
 

@@ -17,8 +17,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import torch_env_from_mpi  # noqa: E402
 
 if __name__ == "__main__":
-    torch_env_from_mpi()
     mode, path = sys.argv[1], sys.argv[2]
+    if mode != "mcr":      # mcr's install() states the MPI launcher's ranks for transformers
+        torch_env_from_mpi()
     if mode == "mcr":
         from mcr.integrations import torch_backend
         torch_backend.install()

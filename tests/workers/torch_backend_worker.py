@@ -142,9 +142,9 @@ def calls() -> list[float]:
 
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
-    if backend != "mcr":
+    if backend not in ("mcr", "env"):
         # Plain torch needs its rendezvous variables under mpirun; mcr's init_process_group
-        # sets them itself (the `mcr` runs test that).
+        # sets them itself (the `mcr` and `env` runs test that).
         torch_env_from_mpi()
     if DEVICE == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get(
