@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .backends import Backend, canonical, default_backend
@@ -83,14 +83,8 @@ class Dispatcher:
         """Whether this call would get b (which served its kind at another size): b heads
         its candidates (forced, MCR_BACKEND, the table's rule, the default) and serves it.
         The caller counts the call with that size's."""
-        if forced is None:
-            head = self.env_backend
-            if head is None:
-                hit = self.tables.lookup(key) if key.nbytes >= 0 else None
-                head = canonical(hit[0]) if hit is not None else \
-                    default_backend(key.device, group.default_gpu)
-            if head != b.name:
-                return False
+        if forced is None and next(self._candidates(key, group))[0] != b.name:
+            return False
         return b.decline(key, group) is None
 
     def choose(self, key: CallKey, group: Group, forced: str | None = None) -> Backend:
@@ -153,26 +147,8 @@ class Dispatcher:
                 raise BackendUnavailable(f"backend {forced!r} (forced for this call) cannot "
                                          f"serve {describe_key(key)}: {reason}")
             return b
-        candidates: list[tuple[str, str]] = []
-        if self.env_backend:
-            candidates.append((self.env_backend, "MCR_BACKEND"))
-        hit = None
-        if key.nbytes >= 0:  # negative: no size that every rank shares, so no table rule
-            hit = self.tables.lookup(key)
-        if hit is not None:
-            candidates.append((canonical(hit[0]), f"table {hit[1]}"))
-        default = default_backend(key.device, group.default_gpu)
-        shape = label(key.group_size, key.nodes)
-        # A group of one has no peers, so nothing to tune: every library only copies.
-        if hit is None and self._uncovered and key.nbytes >= 0 and shape is not None \
-                and key.group_size > 1 and (key.device, shape) not in self._told \
-                and not self.tables.covers(key.device, shape):
-            self._told.add((key.device, shape))
-            self._uncovered(key, default)
-        candidates.append((default, "default"))
-        candidates += [(n, "fallback") for n in self.backends]
         reasons = []
-        for name, source in candidates:
+        for name, source in self._candidates(key, group):
             b = self._get(name, source)
             reason = b.decline(key, group)
             if reason is None:
@@ -182,6 +158,28 @@ class Dispatcher:
                 self._count_fallback(source, name, reason)
         raise BackendUnavailable(f"no backend can serve {describe_key(key)}:\n  "
                                  + "\n  ".join(reasons))
+
+    def _candidates(self, key: CallKey, group: Group) -> Iterator[tuple[str, str]]:
+        """(backend, source) in the order an unforced call tries them: MCR_BACKEND, the
+        table's rule, the default, then every backend."""
+        if self.env_backend:
+            yield self.env_backend, "MCR_BACKEND"
+        hit = None
+        if key.nbytes >= 0:  # negative: no size that every rank shares, so no table rule
+            hit = self.tables.lookup(key)
+        if hit is not None:
+            yield canonical(hit[0]), f"table {hit[1]}"
+        default = default_backend(key.device, group.default_gpu)
+        shape = label(key.group_size, key.nodes)
+        # A group of one has no peers, so nothing to tune: every library only copies.
+        if hit is None and self._uncovered and key.nbytes >= 0 and shape is not None \
+                and key.group_size > 1 and (key.device, shape) not in self._told \
+                and not self.tables.covers(key.device, shape):
+            self._told.add((key.device, shape))
+            self._uncovered(key, default)
+        yield default, "default"
+        for n in self.backends:
+            yield n, "fallback"
 
     def _get(self, name: str, source: str) -> Backend:
         try:
