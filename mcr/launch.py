@@ -53,8 +53,12 @@ def state_ranks() -> None:
     no communication, so any rank may call it alone."""
     launch = mpi_launch()
     if launch is not None and "RANK" not in os.environ:
-        os.environ.update(RANK=str(launch.rank), WORLD_SIZE=str(launch.world_size),
-                          LOCAL_RANK=str(launch.local_rank))
+        _set_ranks(launch)
+
+
+def _set_ranks(launch: Launch) -> None:
+    os.environ.update(RANK=str(launch.rank), WORLD_SIZE=str(launch.world_size),
+                      LOCAL_RANK=str(launch.local_rank))
 
 
 def free_port() -> int:
@@ -89,5 +93,4 @@ def rendezvous_env(launch: Launch, port: int | None) -> None:
     elif launch.launcher == "single":
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         env.setdefault("MASTER_PORT", str(port or free_port()))
-    env["RANK"], env["WORLD_SIZE"] = str(launch.rank), str(launch.world_size)
-    env["LOCAL_RANK"] = str(launch.local_rank)
+    _set_ranks(launch)

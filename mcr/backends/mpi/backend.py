@@ -167,7 +167,7 @@ class MpiBackend(Issuing, Backend):
     def _chunks(self, comm: Any, h: torch.Tensor, op: Any) -> None:
         """Blocking all-reduce of h in place, MCR_MPI_CHUNK_BYTES at a time."""
         flat = h.reshape(-1)
-        step = max(1, int(min(self.chunk_bytes, h.nbytes) // h.element_size()))
+        step = max(1, int(self.chunk_bytes // h.element_size()))   # only h above a chunk
         for a in range(0, flat.numel(), step):
             comm.Allreduce(self.MPI.IN_PLACE, self._typed(flat[a:a + step]), op)
 

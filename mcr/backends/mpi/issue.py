@@ -61,7 +61,7 @@ class Issuing:
         if call is _NOT_ISSUED:     # else counted already (_coll's blocking attempt)
             call = self.departures.issue(comm)
         nonblocking = getattr(comm, _NONBLOCKING[name])
-        busy = self._worker is not None and self._worker.pending
+        busy = not self._worker_idle()
         if busy:
             self._not_stuck(name)
         if not (0 <= self.blocking_bytes <= nbytes and self._multiple):
@@ -97,9 +97,9 @@ class Issuing:
         for fn in after:
             fn()
 
-    def _direct(self) -> bool:
-        """Whether a call may run as the blocking form on this thread: none queued on the
-        worker (collectives reach the communicator in this rank's order)."""
+    def _worker_idle(self) -> bool:
+        """Whether no call is queued on the worker: only then may this thread reach the
+        communicator itself (collectives reach it in this rank's order)."""
         return self._worker is None or not self._worker.pending
 
     def _not_stuck(self, name: str) -> None:
@@ -130,7 +130,7 @@ class Issuing:
         call: Any = _NOT_ISSUED
         bd = g.board
         if bd:
-            if sync and self._direct():
+            if sync and self._worker_idle():
                 call = self.departures.issue(g.handles[self.name])
                 if bd.met(g.calls, what, self.departures.watch(g.ranks, what, call)):
                     # Every rank made this very call (mcr.guard's board) and runs it blocking:
