@@ -1,5 +1,6 @@
-"""What the step benchmarks (train_step, decode) share: synchronizing ranks, the garbage
-collector's clock, a torch.profiler step breakdown, and the statistics of alternated pairs."""
+"""What the step benchmarks (train_step, decode, moe) share: synchronizing ranks, the slowest
+rank's time, the garbage collector's clock, a torch.profiler step breakdown, and the statistics
+of alternated pairs."""
 
 from __future__ import annotations
 
@@ -43,6 +44,17 @@ GC = GcClock()
 # copies of the same kind are counted with them).
 _COMM_WORDS = ("nccl", "memcpy ptop", "memcpy dtod", "barrier", "one_shot", "two_shot",
                "symm", "multimem", "mcr_ll")
+
+
+def slowest(x: float, device: torch.device) -> float:
+    """The largest of every rank's x (torch's world group, outside any timed region): ranks
+    coupled by collectives run at the slowest rank's pace, so a block is that rank's time
+    and a floor measured without communication is the floor of the slowest rank."""
+    if not tdist.is_initialized() or tdist.get_world_size() == 1:
+        return x
+    t = torch.tensor([x], dtype=torch.float64, device=device)
+    tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
+    return float(t[0])
 
 
 def profile_breakdown(prof: Any, wall_us: float, steps: int) -> dict[str, Any]:

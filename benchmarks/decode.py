@@ -37,7 +37,7 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
-from benchmarks.common import median_interval, profiled, sync
+from benchmarks.common import median_interval, profiled, slowest, sync
 from benchmarks.tp_model import SHAPES, Comm, TPDecoder, Weights
 from mcr.measure.turns import turn_orders
 
@@ -119,7 +119,7 @@ def measure(runners: dict[str, Runner], pairs: int, steps: int,
     ms: dict[str, list[float]] = {n: [] for n in names}
     for order in turn_orders(len(names), pairs):
         for i in order:
-            ms[names[i]].append(runners[names[i]].block(steps, device))
+            ms[names[i]].append(slowest(runners[names[i]].block(steps, device), device))
     return ms
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-from benchmarks.common import profiled, sync
+from benchmarks.common import profiled, slowest, sync
 from benchmarks.decode import CONFIGS, report, say, start, summarize
 from benchmarks.decode_deepspeed import Switch
 from benchmarks.moe_layers import CAPACITIES, SHAPES, Stack
@@ -110,7 +110,7 @@ def measure_point(pt: Point, switch: Switch, args: argparse.Namespace,
     for order in turn_orders(len(args.configs), args.pairs):
         for i in order:
             switch.to(args.configs[i])
-            ms[args.configs[i]].append(pt.block(args.steps, device))
+            ms[args.configs[i]].append(slowest(pt.block(args.steps, device), device))
     row = summarize(ms, checks)
     for old, new in (("tokens_equal", "losses_equal"), ("logits_equal", "outputs_equal"),
                      ("first_differing_step", "first_differing_step")):
