@@ -15,7 +15,7 @@ import yaml
 
 from .errors import TableError
 from .layout import parse_label
-from .ops import OPS
+from .ops import ALL_TO_ALL, OPS
 from .tables import (
     DEVICES,
     ENTRY_FIELDS,
@@ -220,6 +220,9 @@ def _parse_op(err: _Errors, ops: dict, gsize: int | str, op: Any, entries: Any,
                     f"backend {backend!r} serves {', '.join(sorted(known_backends[backend]))} "
                     f"tensors only; this table is for device {device}")
         choices = [_selector_values(err, e, ew, sel) for sel in SELECTORS]
+        if e.get("splits") is not None and op != ALL_TO_ALL:
+            err.add(_line(e, "splits"), f"{ew}.splits", f"only all_to_all calls have split "
+                    f"sizes; a {op} rule cannot select on them")
         try:
             hi = parse_bytes(e["max"]) if "max" in e else None
         except ValueError as x:

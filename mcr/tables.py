@@ -2,10 +2,10 @@
 the O(log n) lookup the dispatcher asks, with its fingerprint.
 
 A table names the system it was measured on, its provenance, the tensor device its rules are
-for, and per group size, per op, an ordered list of half-open byte ranges `[min, max)` each naming a
-backend, optionally restricted to some dtypes, to one profile and to calls whose output lies in
-symmetric memory (`buffer: symmetric`). Files are read and written by mcr.table_file. See
-README "Tuning tables".
+for, and per group size, per op, an ordered list of half-open byte ranges `[min, max)` each
+naming a backend, optionally restricted to some dtypes, to one profile, to calls whose output
+lies in symmetric memory (`buffer: symmetric`) and to all-to-alls with split sizes
+(`splits: uneven`). Files are read and written by mcr.table_file. See docs/tables.md.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ DEVICES = ("cpu", "cuda")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32",
           "int64", "bool", "complex64", "complex128")
 BUFFERS = ("symmetric",)   # a rule's `buffer:`; rules without one serve every call
+SPLITS = ("uneven",)       # a rule's `splits:` (all_to_all only): calls with split sizes
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Selector:
 
 SELECTORS = (
     Selector("buffer", BUFFERS, lambda k: k.buffer),
+    Selector("splits", SPLITS, lambda k: None if k.even else "uneven"),
     Selector("dtype", DTYPES, lambda k: dtype_name(k.dtype), many=True),
     Selector("profile", PROFILES, lambda k: k.profile),
 )

@@ -118,6 +118,23 @@ def test_symmetric_buffer_rules_apply_to_symmetric_outputs_only(tmp_path):
     assert look(1 << 17, "bfloat16", "elsewhere") == "nccl"    # unknown kinds: plain rules
 
 
+def test_uneven_split_rules_apply_to_all_to_alls_with_split_sizes_only(tmp_path):
+    body = """\
+  2:
+    all_to_all:
+      - {max: 1KiB, backend: gloo}
+      - {max: inf, backend: mpi}
+      - {min: 4KiB, max: inf, backend: gloo, splits: uneven}
+"""
+    ts = TableSet([load_table(write(tmp_path, body), KNOWN)])
+
+    def look(n: int, even: bool) -> str:
+        return ts.lookup(make_key("all_to_all", 2, n, torch.float32, "cpu", even=even))[0]
+    assert look(1 << 20, True) == "mpi" and look(1 << 20, False) == "gloo"
+    assert look(2048, True) == look(2048, False) == "mpi"   # below the uneven rule: the rest
+    assert look(512, True) == look(512, False) == "gloo"
+
+
 @pytest.mark.parametrize("body,line,words", [
     ("  2:\n    all_reduce:\n      - {max: 4KiB, backend: mpi}\n      - {min: 1KiB, max: inf, "
      "backend: gloo}\n", 9, ["overlapping range", "[1KiB, inf)"]),
@@ -133,6 +150,10 @@ def test_symmetric_buffer_rules_apply_to_symmetric_outputs_only(tmp_path):
      ["unknown profile 'fast'"]),
     ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, buffer: pinned}\n", 8,
      ["unknown buffer 'pinned'"]),
+    ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, splits: uneven}\n", 8,
+     ["all_reduce[0].splits", "only all_to_all calls have split sizes"]),
+    ("  2:\n    all_to_all:\n      - {max: inf, backend: mpi, splits: skewed}\n", 8,
+     ["unknown splits 'skewed'"]),
     ("  2:\n    all_reduce:\n      - {max: inf, backend: mpi, chunk: 3}\n", 8,
      ["unknown key", "chunk"]),
     ("  2:\n    all_reduce:\n      - {min: 4KiB, max: 4KiB, backend: mpi}\n", 8,

@@ -54,11 +54,17 @@ def test_four_ranks_write_rules_for_the_world_and_its_sub_group(tmp_path):
          "gloo_lanes8"}   # the tuner picks the lanes
     ts = TableSet([table])
     for k in (2, 4):
-        chosen = settled([r for r in rows if r["group"] == k], "gloo")
-        for op, seq in chosen.items():
-            for size, be in seq:   # the written ranges say what the rows decided, size by size
-                key = make_key(op, k, size, torch.float32, "cpu")
-                assert ts.lookup(key)[0] == be, (k, op, size)
+        for even in (True, False):   # all-to-alls with split sizes are a curve of their own
+            mine = [r for r in rows if r["group"] == k and (r["splits"] != "uneven") == even]
+            chosen = settled(mine, "gloo")
+            assert even or list(chosen) == ["all_to_all"]
+            for op, seq in chosen.items():
+                for size, be in seq:   # the written ranges say what the rows decided, by size
+                    key = make_key(op, k, size, torch.float32, "cpu", even=even)
+                    assert ts.lookup(key)[0] == be, (k, op, size, even)
+        # Uneven calls are keyed on group size x a power-of-two block: every such size, no other.
+        assert sorted({r["bytes"] for r in rows if r["group"] == k and r["splits"]}) == \
+            [k * 4 << j for j in range(13) if 8 <= k * 4 << j <= 4096]
     for op in ops:
         assert (tmp_path / f"cpu_np4_{op}.png").stat().st_size > 10_000
     assert not (tmp_path / "cpu_np4.partial.csv").exists()
@@ -155,6 +161,7 @@ def test_check_reports_regret_per_op(tmp_path):
     (["--ops", "all_reduce,allreduce"], "--ops allreduce: not an op it tunes"),
     (["--profiles", "overlap", "-d", "cpu"], "--profiles overlap needs CUDA tensors"),
     (["--overlap-load", "cover"], "--overlap-load cover sets the overlap profile's load"),
+    (["--splits", "even,skewed"], "--splits even,skewed: use even and/or uneven"),
     (["--out", "tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
     (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),

@@ -65,6 +65,10 @@ def tune_parser() -> argparse.ArgumentParser:
     ap.add_argument("--profiles", default="standalone",
                     help="standalone and/or overlap (CUDA: beside GEMMs, whole window scored)")
     ap.add_argument("--overlap-ops", default="all_gather,reduce_scatter")
+    ap.add_argument("--splits", default="even,uneven",
+                    help="all_to_all as the workload calls it: equal splits, and/or uneven: "
+                         "skewed split sizes as MoE routing makes them (written as "
+                         "`splits: uneven` rules)")
     ap.add_argument("--overlap-load", choices=("one", "cover"), default="one",
                     help="GEMMs beside each call of the overlap profile: one 4096^3 GEMM, or "
                          "cover: as many as last the first backend's call alone (a layer's "
@@ -133,6 +137,9 @@ def validate(args: argparse.Namespace) -> None:
     if bad:
         raise SystemExit(f"mcr-tune: --ops {','.join(bad)}: not an op it tunes "
                          f"({', '.join(OPS)})")
+    bad = [s for s in args.splits.split(",") if s not in ("even", "uneven")]
+    if bad or not args.splits:
+        raise SystemExit(f"mcr-tune: --splits {args.splits}: use even and/or uneven")
     bad = [p for p in args.profiles.split(",") if p not in ("standalone", "overlap")]
     if bad:
         raise SystemExit(f"mcr-tune: --profiles {','.join(bad)}: use standalone and/or overlap")
@@ -212,7 +219,7 @@ def in_force(rows: list[dict[str, Any]], passes: list[Any], done: list[int | str
 def tune(args: argparse.Namespace, command: str) -> None:
     """Measure every group size and pass, write table, CSV and plots (rank 0)."""
     from .progress import TuneRun
-    from .search import Pass, confirm_pass, read_rows, tune_pass
+    from .search import Pass, confirm_pass, read_rows, tune_pass, uneven_grid
     from .sitout import SubgroupPass
     dist.init_distributed(verbose=False)
     ctx = make_ctx(args)
@@ -222,8 +229,11 @@ def tune(args: argparse.Namespace, command: str) -> None:
     cls = system_class(get_runtime().cfg, device == "cuda")
     stem = out_stem(args, cls, n, world.nodes)
     ops = args.ops.split(",")
-    passes = [Pass(op) for op in ops]
+    splits = args.splits.split(",")
+    passes = [Pass(op) for op in ops if op != "all_to_all" or "even" in splits]
     passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
+    if "all_to_all" in ops and "uneven" in splits:
+        passes.append(Pass("all_to_all", splits="uneven"))
     if "overlap" in args.profiles.split(","):
         passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in ops]
     members = tune_groups(world.size, world.nodes, world.per_node)
@@ -247,12 +257,15 @@ def tune(args: argparse.Namespace, command: str) -> None:
         if dist.get_rank() in ranks:
             gctx = make_ctx(args, grp, tuple(ranks))
             m = run.measurer(gctx, sub.beat if sub and ranks[0] == dist.get_rank() else None)
-            got = [tune_pass(m, p, grids[k], default, len(ranks) * unit, args.bisect_ratio,
-                             args.bisect_steps, run.grow) for p in passes]
-            for p, prows in zip(passes, got):
+            # Uneven calls have keys only at group size x powers of two: all measured, no
+            # boundary between two to bisect.
+            plan = [(p, uneven_grid(grids[k], len(ranks), unit), 0) if p.splits == "uneven"
+                    else (p, grids[k], args.bisect_steps) for p in passes]
+            got = [tune_pass(m, p, grid, default, len(ranks) * unit, args.bisect_ratio,
+                             steps, run.grow) for p, grid, steps in plan]
+            for (p, _, steps), prows in zip(plan, got):
                 rows += prows + confirm_pass(m, p, prows, default, run.grow,
-                                             len(ranks) * unit, args.bisect_ratio,
-                                             args.bisect_steps)
+                                             len(ranks) * unit, args.bisect_ratio, steps)
             if sub:
                 sub.done(dist.get_rank())
         elif sub:

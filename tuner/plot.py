@@ -68,8 +68,8 @@ def plot_csv(stem: Path) -> list[Path]:
     rows = read_rows(stem.with_suffix(".csv"))
     if not rows:
         raise SystemExit(f"mcr-tune plot: {stem.with_suffix('.csv')}: no rows")
-    passes = list(dict.fromkeys(Pass(r["op"], r["symm"] or None, r.get("profile") or "standalone")
-                                for r in rows))
+    passes = list(dict.fromkeys(Pass(r["op"], r["symm"] or None, r.get("profile") or "standalone",
+                                     r.get("splits") or "even") for r in rows))
     groups = sorted({r["group"] for r in rows}, key=parse_label)
     default = default_backend(rows[0]["device"])
     out = []

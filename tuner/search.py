@@ -18,7 +18,7 @@ from typing import Any
 
 from mcr.backends import canonical
 from mcr.layout import parse_label
-from mcr.measure.cases import BENCHES
+from mcr.measure.cases import BENCHES, UNEVEN
 from mcr.measure.engine import Ctx, Timing, measure_size
 from mcr.measure.load import under_load
 from mcr.measure.sweep import make_row
@@ -27,28 +27,50 @@ from mcr.runtime import get as get_runtime
 
 from .decide import gaps, suspects, to_confirm, winners
 
-ROW_KEY = ("group", "op", "symm", "profile", "load", "calls", "dtype", "bytes", "pass")
+ROW_KEY = ("group", "op", "symm", "profile", "splits", "load", "calls", "dtype", "bytes",
+           "pass")
 _NUMERIC = {"ranks", "bytes", "iters", "batch", "graph", "rounds"}
 
 
 @dataclass(frozen=True)
 class Pass:
-    """One curve the tuner measures: an op, its output buffers, a profile."""
+    """One curve the tuner measures: an op, its output buffers, a profile, its split sizes."""
 
     op: str
     symm: str | None = None       # backend whose symmetric memory holds outputs (None: plain)
     profile: str = "standalone"   # or "overlap": beside a GEMM, scored by the whole window
+    splits: str = "even"          # or "uneven": all_to_all_single with skewed split sizes
 
     def label(self) -> str:
-        """e.g. all_gather, all_gather symmetric overlap."""
+        """e.g. all_gather, all_gather symmetric overlap, all_to_all uneven."""
         return " ".join([self.op, *(["symmetric"] if self.symm else []),
-                         *([self.profile] if self.profile != "standalone" else [])])
+                         *([self.profile] if self.profile != "standalone" else []),
+                         *(["uneven"] if self.splits == "uneven" else [])])
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        """Whether a measured row belongs to this curve (rows from before `splits` are even)."""
+        return (row["op"] == self.op and (row["symm"] or None) == self.symm
+                and row["profile"] == self.profile
+                and (row.get("splits") or "even") == self.splits)
+
+
+def uneven_grid(grid: list[int], n: int, unit: int) -> list[int]:
+    """The uneven pass's sizes over the range of `grid`: the keys uneven calls have, group size
+    x a power-of-two block of at least one element, every one of them (no size lies between
+    two, so this pass bisects nothing)."""
+    out, block = [], unit
+    while n * block <= grid[-1]:
+        if n * block >= grid[0]:
+            out.append(n * block)
+        block *= 2
+    return out
 
 
 def call_key(ctx: Ctx, p: Pass, size: int) -> CallKey:
     """The key of the calls measured at this size of pass p (as a table looks it up)."""
     return make_key(p.op, ctx.n, size, ctx.dtype, ctx.device, profile=p.profile,
-                    buffer="symmetric" if p.symm else "plain", nodes=parse_label(ctx.label)[1])
+                    buffer="symmetric" if p.symm else "plain", nodes=parse_label(ctx.label)[1],
+                    even=p.splits != "uneven")
 
 
 def timed_as(name: str, key: CallKey, names: list[str]) -> str:
@@ -105,9 +127,10 @@ class Measurer:
         # The overlap profile's load is in the key: a resumed run with another --overlap-load
         # measures its overlap rows again instead of replaying rows made under another load.
         load = self.args.overlap_load if p.profile == "overlap" else ""
+        splits = "uneven" if p.splits == "uneven" else ""
         probe = {"group": ctx.label, "op": p.op, "symm": p.symm or "", "profile": p.profile,
-                 "load": load, "calls": ctx.calls, "dtype": dtype_name(ctx.dtype), "bytes": size,
-                 "pass": kind}
+                 "splits": splits, "load": load, "calls": ctx.calls,
+                 "dtype": dtype_name(ctx.dtype), "bytes": size, "pass": kind}
         cached = self.done.get(key_of(probe))
         if cached:
             self.replayed += 1
@@ -115,7 +138,8 @@ class Measurer:
             return cached
         key = call_key(ctx, p, size)
         bes = [b for b in backends or self.backends if timed_as(b, key, self.backends) == b]
-        case = BENCHES[p.op].setup(ctx, size)
+        bench = UNEVEN if splits else BENCHES[p.op]
+        case = bench.setup(ctx, size)
         if p.profile == "overlap":
             case = under_load(ctx, case, cover=bes if load == "cover" else None)
         got = measure_size(ctx, case, bes, self.args, rounds or self.args.rounds)
@@ -123,8 +147,8 @@ class Measurer:
         if not timed:   # every backend declined this size: no rule can come from it
             self.tick(1)
             return []
-        rows = [dict(make_row(BENCHES[p.op], ctx, size, be, got[be], got[timed[0]], self.args),
-                     profile=p.profile, load=load, load_gemms=case.load_gemms,
+        rows = [dict(make_row(bench, ctx, size, be, got[be], got[timed[0]], self.args),
+                     profile=p.profile, splits=splits, load=load, load_gemms=case.load_gemms,
                      **{"pass": kind})
                 for be in timed]
         self.sink(rows)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mcr.backends import SERVES
 from mcr.table_file import load_table
+from mcr.tables import SELECTORS
 from mcr.units import format_bytes, parse_bytes
 
 
@@ -28,7 +29,7 @@ def show(path: str | Path) -> str:
         for op, entries in ops.items():
             lines.append(f"  {op}")
             for e in entries:
-                sel = ", ".join(f"{k}={e[k]}" for k in ("buffer", "dtype", "profile") if k in e)
+                sel = ", ".join(f"{s.name}={e[s.name]}" for s in SELECTORS if s.name in e)
                 hi = parse_bytes(e.get("max", "inf"))
                 note = "  (extrapolated past the largest size measured)" \
                     if top is not None and hi > top else ""

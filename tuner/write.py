@@ -40,14 +40,14 @@ def yaml_size(n: float) -> int | str:
 
 def of_pass(rows: list[dict[str, Any]], k: int | str, p: Pass) -> list[dict[str, Any]]:
     """The rows of group k (a table's group key: 4, 2x2) and pass p."""
-    return [r for r in rows if r["group"] == k and r["op"] == p.op
-            and (r["symm"] or None) == p.symm and r["profile"] == p.profile]
+    return [r for r in rows if r["group"] == k and p.matches(r)]
 
 
 def entries(rows: list[dict[str, Any]], p: Pass, default: str) -> list[dict[str, Any]]:
     """One pass's table entries: its winners as ranges, with the pass's selectors."""
     sel = {**({"buffer": "symmetric"} if p.symm else {}),
-           **({"profile": p.profile} if p.profile != "standalone" else {})}
+           **({"profile": p.profile} if p.profile != "standalone" else {}),
+           **({"splits": "uneven"} if p.splits == "uneven" else {})}
     seq = settled(rows, default).get(p.op, [])
     return [{"min": yaml_size(lo), "max": yaml_size(hi), "backend": be, **sel}
             for lo, hi, be in ranges(seq)]

@@ -80,6 +80,35 @@ def all_to_all(ctx: Ctx, size: int) -> Case:
     return Case(lambda be: _issue(ctx, dist.all_to_all_single, out, inp, backend=be), check)
 
 
+def skewed_counts(n: int, most: int) -> list[list[int]]:
+    """counts[s][r]: elements rank s sends rank r in an uneven all-to-all whose largest block is
+    `most`, as MoE routing makes them: each rank's block to one peer is full, the others hold
+    0, 1/4, 1/2 or 3/4 of it (an expert may get no tokens)."""
+    return [[most if (s + r) % n == 0 else most * ((s * n + r) % 4) // 4 for r in range(n)]
+            for s in range(n)]
+
+
+def all_to_all_uneven(ctx: Ctx, size: int) -> Case:
+    """all_to_all_single with split sizes (skewed_counts) whose table key is `size`: group size
+    x the largest block, in bytes (mcr keys uneven calls so; size / n must be a power of two
+    bytes, as the uneven pass's sizes are)."""
+    most = size // ctx.n // ctx.dtype.itemsize
+    counts = skewed_counts(ctx.n, most)
+    sends = counts[ctx.rank]
+    recvs = [counts[q][ctx.rank] for q in range(ctx.n)]
+    inp = rank_data(ctx, sum(sends), ctx.rank)
+    out = ctx.out_buffer(sum(recvs))
+
+    def check() -> None:
+        want = []
+        for q in range(ctx.n):
+            at = sum(counts[q][:ctx.rank])
+            want.append(rank_data(ctx, sum(counts[q]), q)[at:at + counts[q][ctx.rank]])
+        expect_equal("all_to_all (uneven)", out, torch.cat(want))
+    return Case(lambda be: _issue(ctx, dist.all_to_all_single, out, inp, recvs, sends,
+                                  backend=be), check)
+
+
 def broadcast(ctx: Ctx, size: int) -> Case:
     """The group's first rank's size bytes to every rank."""
     numel = size // ctx.dtype.itemsize
@@ -95,3 +124,4 @@ def broadcast(ctx: Ctx, size: int) -> Case:
 BENCHES = {b.op: b for b in (Bench("all_reduce", all_reduce), Bench("all_gather", all_gather),
                              Bench("reduce_scatter", reduce_scatter),
                              Bench("all_to_all", all_to_all), Bench("broadcast", broadcast))}
+UNEVEN = Bench("all_to_all", all_to_all_uneven)   # the tuner's `splits: uneven` pass

@@ -2,11 +2,18 @@
 size decides as the table says (a kind's new size may reuse the decision its last size took
 only where the dispatcher would take it again), and every result is the sum.
 
-Run with MCR_TUNING_TABLE=tests/data/ar_boundary_cpu.yaml (Gloo below 1 KiB, two Gloo lanes
-from it); prints `NEW SIZES OK <calls>` on every rank.
+Then all-to-alls whose sizes change every call, with and without split sizes: each served by
+the rule for its kind (`splits: uneven` rules for calls with split sizes only), every output
+what its peers sent.
+
+Run with MCR_TUNING_TABLE=tests/data/ar_boundary_cpu.yaml (all-reduce on Gloo below 1 KiB, two
+Gloo lanes from it; all-to-all on Gloo, with split sizes on MPI); prints `NEW SIZES OK <calls>`
+on every rank.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -31,5 +38,33 @@ for n in sizes:
     assert got == [lib], f"{n} elements ({4 * n} B): served by {got}, the table says {lib}"
     want[lib] += 1
 assert all(want.values()), want
-print(f"rank {rank}: NEW SIZES OK {len(sizes)}", flush=True)
+
+
+def data(q: int, n: int) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.float32) + 1000 * q
+
+
+uneven_lib = "mpi" if "OMPI_COMM_WORLD_SIZE" in os.environ else "gloo"   # MPI runs or not
+calls = 0
+for m in range(3, 60):
+    # counts[s][r]: what rank s sends rank r; uneven, and new sizes as m grows.
+    counts = [[m if s == r else m // 2 + s for r in range(ws)] for s in range(ws)]
+    sends, recvs = counts[rank], [counts[q][rank] for q in range(ws)]
+    for uneven in (True, False):
+        lib = uneven_lib if uneven else "gloo"
+        before = served().get(("all_to_all", lib), [0, 0])[0]
+        if uneven:
+            out = torch.empty(sum(recvs))
+            dist.all_to_all_single(out, data(rank, sum(sends)), recvs, sends)
+            ref = torch.cat([data(q, sum(counts[q]))[sum(counts[q][:rank]):][:recvs[q]]
+                             for q in range(ws)])
+        else:
+            out = torch.empty(m * ws)
+            dist.all_to_all_single(out, data(rank, m * ws))
+            ref = torch.cat([data(q, m * ws)[rank * m:(rank + 1) * m] for q in range(ws)])
+        assert torch.equal(out, ref), f"all_to_all, {m}, uneven={uneven}: wrong output"
+        after = served().get(("all_to_all", lib), [0, 0])[0]
+        assert after == before + 1, f"all_to_all {m}, uneven={uneven}: not served by {lib}"
+        calls += 1
+print(f"rank {rank}: NEW SIZES OK {len(sizes) + calls}", flush=True)
 dist.destroy_process_group()
