@@ -34,11 +34,12 @@ class GraphCache:
         self.refused = 0      # replays the driver refused (graphs are off after the first)
 
     def run(self, key: Hashable | None, issue: Callable[[torch.cuda.Stream], None],
-            stream: Callable[[], torch.cuda.Stream]) -> None:
+            stream: Callable[[], torch.cuda.Stream], tried: bool = False) -> None:
         """Enqueue the call on the current stream, `stream()`: replayed if captured, captured on
         a second sighting, else issued directly. `issue(s)` must enqueue the whole call on s and
-        join back to s every side stream it forks, without host synchronization."""
-        if self.replay(key):
+        join back to s every side stream it forks, without host synchronization. tried: the
+        caller's replay(key) just found no graph (not looked up again)."""
+        if not tried and self.replay(key):
             return
         if key is None or self.capacity <= 0 or capturing():
             self._direct(issue, stream)

@@ -219,7 +219,7 @@ class SymmBackend(Backend):
             if not st.graphs.replay(gkey):
                 plan = self._plan_for(st, t, g.size)
                 self._run(st, sid, gkey, (ALL_REDUCE, t.nbytes, t.dtype, avg) if plan[0] == _LL
-                          else None, lambda: self._issue(st, t, plan, avg, g.size))
+                          else None, lambda: self._issue(st, t, plan, avg, g.size), tried=True)
         else:
             self._issue(st, t, self._plan_for(st, t, g.size), avg, g.size)
         return None if sync else self._stream_work("all_reduce", t.nbytes, g)
@@ -241,19 +241,20 @@ class SymmBackend(Backend):
 
     @staticmethod
     def _run(st: _Staging, sid: StreamId, gkey: tuple, size: tuple | None,
-             issue: Callable[[], None]) -> None:
+             issue: Callable[[], None], tried: bool = False) -> None:
         """Enqueue a call: replayed where its key was captured, captured on its second
         sighting, launched directly where it is a low-latency call of a `size` whose addresses
-        kept changing (MOVING captures already)."""
+        kept changing (MOVING captures already). tried: the caller has just looked for gkey's
+        graph and found none (a second lookup costs a slow host ~1 us a call)."""
         if size is not None and st.moving.get(size, 0) >= MOVING:
             # One run either way: a second would advance this rank's call numbers past its
             # peers' (the low-latency kernel's next call would then wait for good).
-            if not st.graphs.replay(gkey):
+            if tried or not st.graphs.replay(gkey):
                 issue()
                 st.unrepeated += 1
             return
         before = st.graphs.captures
-        st.graphs.run(gkey, lambda m: issue(), lambda: stream_of(sid))
+        st.graphs.run(gkey, lambda m: issue(), lambda: stream_of(sid), tried)
         if size is not None and st.graphs.captures != before:
             st.moving[size] = st.moving.get(size, 0) + 1
 
