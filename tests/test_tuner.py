@@ -162,6 +162,7 @@ def test_check_reports_regret_per_op(tmp_path):
     (["--profiles", "overlap", "-d", "cpu"], "--profiles overlap needs CUDA tensors"),
     (["--overlap-load", "cover"], "--overlap-load cover sets the overlap profile's load"),
     (["--splits", "even,skewed"], "--splits even,skewed: use even and/or uneven"),
+    (["--overlap-ops", "all_gather,alltoall"], "--overlap-ops alltoall: not an op it tunes"),
     (["--out", "tuning_tables/cpu_np2"], "is a table shipped with mcr; add --overwrite"),
     (["show", "nowhere.yaml"], "nowhere.yaml: not a regular file"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),

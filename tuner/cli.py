@@ -64,7 +64,9 @@ def tune_parser() -> argparse.ArgumentParser:
                     help="ignore rows of an interrupted run instead of resuming from them")
     ap.add_argument("--profiles", default="standalone",
                     help="standalone and/or overlap (CUDA: beside GEMMs, whole window scored)")
-    ap.add_argument("--overlap-ops", default="all_gather,reduce_scatter")
+    ap.add_argument("--overlap-ops", default="all_gather,reduce_scatter,all_to_all",
+                    help="ops the overlap profile measures: FSDP2's and ZeRO-3's prefetches, "
+                         "and all-to-alls beside expert GEMMs (MoE micro-batches overlapped)")
     ap.add_argument("--splits", default="even,uneven",
                     help="all_to_all as the workload calls it: equal splits, and/or uneven: "
                          "skewed split sizes as MoE routing makes them (written as "
@@ -136,6 +138,10 @@ def validate(args: argparse.Namespace) -> None:
     bad = [op for op in args.ops.split(",") if op not in OPS]
     if bad:
         raise SystemExit(f"mcr-tune: --ops {','.join(bad)}: not an op it tunes "
+                         f"({', '.join(OPS)})")
+    bad = [op for op in args.overlap_ops.split(",") if op not in OPS]
+    if bad:
+        raise SystemExit(f"mcr-tune: --overlap-ops {','.join(bad)}: not an op it tunes "
                          f"({', '.join(OPS)})")
     bad = [s for s in args.splits.split(",") if s not in ("even", "uneven")]
     if bad or not args.splits:
