@@ -60,3 +60,25 @@ def test_turns_put_each_backend_after_each_other_alike(k):
     assert _balanced(rot, k) == (k == 2)
     if k == 2:   # two backends: A B, B A, ... (each boundary a backend after itself)
         assert orders == ((0, 1), (1, 0)) * k * 6
+
+
+def test_rows_appended_to_a_csv_of_another_layout_read_back_as_written(tmp_path):
+    """A resumed tuning run appends to the partial CSV it found, which an older mcr may have
+    written with fewer columns or in another order: every row reads back with its own values."""
+    import csv
+
+    from mcr.measure.sweep import append_csv
+    path = tmp_path / "t.partial.csv"
+    old = [{"op": "all_to_all", "bytes": 8, "profile": "standalone", "load": "", "pass": "grid"}]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(old[0]))
+        w.writeheader()
+        w.writerows(old)
+    new = [{"op": "all_to_all", "bytes": 16, "profile": "overlap", "splits": "uneven",
+            "load": "one", "pass": "bisect"}]
+    append_csv(str(path), new)
+    append_csv(str(path), [dict(new[0], bytes=32)])
+    with open(path, newline="") as f:
+        got = list(csv.DictReader(f))
+    want = [dict(old[0], splits=""), *new, dict(new[0], bytes=32)]
+    assert got == [{k: str(v) for k, v in r.items()} for r in want]

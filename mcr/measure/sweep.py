@@ -84,11 +84,25 @@ def print_row(row: dict[str, Any]) -> None:
 
 
 def append_csv(path: str, rows: list[dict[str, Any]]) -> None:
-    """Append rows to a CSV file, writing the header if the file is new."""
-    new = not os.path.exists(path)
+    """Append rows to a CSV file under its own header (written if the file is new). A file
+    from another version (its columns in another order, or fewer) keeps its rows: columns
+    the rows add are appended to its header and the file is rewritten once."""
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    header: list[str] = []
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+    if header and not set(fields) <= set(header):
+        with open(path, newline="") as f:
+            old = list(csv.DictReader(f))
+        header += [k for k in fields if k not in header]
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=header)
+            w.writeheader()
+            w.writerows(old)
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        if new:
+        w = csv.DictWriter(f, fieldnames=header or fields)
+        if not header:
             w.writeheader()
         w.writerows(rows)
 
