@@ -236,12 +236,13 @@ def tune(args: argparse.Namespace, command: str) -> None:
     stem = out_stem(args, cls, n, world.nodes)
     ops = args.ops.split(",")
     splits = args.splits.split(",")
-    passes = [Pass(op) for op in ops if op != "all_to_all" or "even" in splits]
-    passes += [Pass(op, args.symm) for op in ops if args.symm and op in BUFFER_KEYED]
+    even = [op for op in ops if op != "all_to_all" or "even" in splits]   # equal-split curves
+    passes = [Pass(op) for op in even]
+    passes += [Pass(op, args.symm) for op in even if args.symm and op in BUFFER_KEYED]
     if "all_to_all" in ops and "uneven" in splits:
         passes.append(Pass("all_to_all", splits="uneven"))
     if "overlap" in args.profiles.split(","):
-        passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in ops]
+        passes += [Pass(op, None, "overlap") for op in args.overlap_ops.split(",") if op in even]
     members = tune_groups(world.size, world.nodes, world.per_node)
     groups = list(members)
     unit = ctx.dtype.itemsize
