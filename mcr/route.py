@@ -224,15 +224,17 @@ def call_profile(device: str) -> str:
 
 
 def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
-                  group: Any = None, redop: Any = None, buffer: str = "plain") -> str:
+                  group: Any = None, redop: Any = None, buffer: str = "plain",
+                  even: bool = True) -> str:
     """The library mcr would choose for such a call (nbytes as nccl-tests counts them: the
-    full buffer) on the current stream; no call is made and nothing is counted. Raises
-    BackendUnavailable if none can serve it."""
+    full buffer; even=False: an all-to-all with split sizes, nbytes its key, group size x its
+    largest block rounded up to a power of two) on the current stream; no call is made and
+    nothing is counted. Raises BackendUnavailable if none can serve it."""
     rt = runtime.get()
     g = group_of(group, "which_backend")
     key = O.make_key(op, g.size, nbytes, dtype, device, None if redop is None else
                      redop_of(redop, "which_backend"), call_profile(device), buffer,
-                     nodes=g.span)
+                     nodes=g.span, even=even)
     return rt.dispatcher.entry(key, g)[0].name
 
 

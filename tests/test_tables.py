@@ -381,3 +381,4 @@ def test_a_cpu_table_may_not_name_a_gpu_only_library(tmp_path, backend):
     gpu = write(tmp_path, body.replace("mpi", "gloo"), "g.yaml")
     gpu.write_text(gpu.read_text().replace("device: cpu", "device: cuda"))
     assert load_table(gpu, SERVES).device == "cuda"
+

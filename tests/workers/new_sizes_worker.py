@@ -45,6 +45,8 @@ def data(q: int, n: int) -> torch.Tensor:
 
 
 uneven_lib = "mpi" if "OMPI_COMM_WORLD_SIZE" in os.environ else "gloo"   # MPI runs or not
+assert dist.which_backend("all_to_all", 4096, torch.float32, even=False) == uneven_lib
+assert dist.which_backend("all_to_all", 4096, torch.float32) == "gloo"
 calls = 0
 for m in range(3, 60):
     # counts[s][r]: what rank s sends rank r; uneven, and new sizes as m grows.
