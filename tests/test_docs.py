@@ -56,3 +56,15 @@ def test_docs_link_to_files_that_exist():
     for doc in (ROOT / "docs").glob("*.md"):
         for target in set(re.findall(r"\]\(([^)#:]+)", doc.read_text())):
             assert (doc.parent / target).exists(), f"{doc.name} links {target}: not there"
+
+
+def test_the_example_table_in_docs_loads(tmp_path):
+    """docs/tables.md's example is a table mcr accepts, every selector in it included."""
+    from mcr.backends import SERVES
+    from mcr.table_file import load_table
+    text = (ROOT / "docs" / "tables.md").read_text()
+    body = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "t.yaml").write_text(body)
+    t = load_table(tmp_path / "t.yaml", SERVES)
+    sels = {k for r in t.raw["groups"]["2"].values() for e in r for k in e}
+    assert {"dtype", "profile", "buffer", "splits"} <= sels
