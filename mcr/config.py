@@ -148,6 +148,7 @@ KNOBS = (
     Knob("MCR_SYMM_TWO_SHOT_BYTES", "symm_two_shot_bytes", _bytes, "512KiB", True),
     Knob("MCR_SYMM_GRAPHS", "symm_graphs", int_from(0), "64", True),
     Knob("MCR_SYMM_LL_BYTES", "symm_ll_bytes", _bytes_or_auto, "auto", True),
+    Knob("MCR_SYMM_PDL", "symm_pdl", _bool, "0", False),
     Knob("MCR_SYMM_OPS", "symm_ops", _symm_ops,
          "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
@@ -193,6 +194,7 @@ class Config:
     symm_two_shot_bytes: float = 512 * 2**10      # two-shot from here
     symm_graphs: int = 64                         # captured all-reduces kept per group
     symm_ll_bytes: float | None = None            # symm's low-latency kernel up to here (auto)
+    symm_pdl: bool = False                        # launch the kernel early (PDL)
     symm_ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
                                  "all_to_all")
     nccl_ce: bool = False                         # enable nccl_ce

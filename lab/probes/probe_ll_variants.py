@@ -1,5 +1,6 @@
 """symm's low-latency all-reduce kernel, variants side by side, against NCCL; then mcr.comm's
-eager paths (replayed graph, fixed buffer) against NCCL's eager call.
+eager paths (replayed graph, fixed buffer) against NCCL's eager call; PARTS=pdl: the shipped
+kernel launched plainly and early (programmatic dependent launch), bare and between GEMMs.
 
 Variants: v0 (mcr's kernel: the block's call number read by one thread, then a block barrier,
 then the data) as it ships (512 threads, at most 64 blocks) and with smaller blocks and as many
@@ -9,7 +10,8 @@ floor of one kernel node in the chain. Per size: GPU us per call inside a
 CUDA graph of 50 back-to-back calls (events around replays; slowest rank; median of rounds in
 rotated order), each variant's result against NCCL's (bf16 rounding), ranks' bits equal.
 
-    [PARTS="kernels eager"] torchrun --standalone --nproc_per_node=N -m lab.probes.probe_ll_variants
+    [PARTS="kernels pdl eager"] torchrun --standalone --nproc_per_node=N \
+        -m lab.probes.probe_ll_variants
 """
 
 from __future__ import annotations
@@ -178,6 +180,73 @@ def kernels(rank: int, world: int) -> None:
         del graphs
 
 
+class Shipped:
+    """mcr's LLGroup as symm runs it (driver launch), plainly or with programmatic dependent
+    launch (MCR_SYMM_PDL)."""
+
+    def __init__(self, rank: int, world: int, pdl: bool) -> None:
+        self.name = "ll-pdl" if pdl else "ll"
+        buf = symm_empty(LL.region_bytes(1 << 20, world), torch.device("cuda"))
+        buf.zero_()
+        torch.cuda.synchronize()
+        hdl = rendezvous(buf, tdist.group.WORLD)
+        self.buf = buf
+        self.g = LL.LLGroup(buf, 0, list(hdl.buffer_ptrs), rank, 1 << 20, 60.0, pdl)
+        assert self.g.pdl == pdl, "PDL asked for but unavailable (driver or GPU)"
+
+    def __call__(self, t: torch.Tensor) -> None:
+        self.g.issue(LL.ALL_REDUCE, t, t, t.nbytes, False)
+
+
+def pdl(rank: int, world: int) -> None:
+    """The shipped kernel launched plainly and early (PDL): a chain of 50 all-reduces, and 50
+    decode-like pairs of a row-parallel GEMM (ffn 14336 / world x hidden 4096, bf16) and its
+    all-reduce (batch 1 and 16); 'gemm' is the GEMMs alone, the floor."""
+    plain, early = Shipped(rank, world, False), Shipped(rank, world, True)
+    if rank == 0:
+        print("GPU us per call (graph of 50), slowest rank, median of "
+              f"{ROUNDS} rounds [min-max]", flush=True)
+    w = torch.randn(14336 // world, 4096, device="cuda").bfloat16() / 64
+    for batch in (1, 16, 64):
+        n = batch * 4096 * 2
+        x = torch.randn(batch, 14336 // world, device="cuda").bfloat16()
+        y = torch.randn(n // 2, device="cuda").bfloat16()
+        for fn in (plain, early):            # results first: equal to NCCL's, ranks agree
+            ref, got = y.clone(), y.clone()
+            tdist.all_reduce(ref)
+            fn(got)
+            torch.cuda.synchronize()
+            every = [torch.empty_like(got) for _ in range(world)]
+            tdist.all_gather(every, got)
+            err = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
+            if err > 1e-2 or not all(torch.equal(e, got) for e in every):
+                raise AssertionError(f"{fn.name} n={n}: error {err:.2e}")
+        out = torch.empty(batch, 4096, device="cuda").bfloat16()
+
+        def step(ar: object) -> object:
+            def f(_: torch.Tensor) -> None:
+                torch.matmul(x, w, out=out)
+                if ar is not None:
+                    ar(out)
+            return f
+        rows = {"nccl": lambda t: tdist.all_reduce(t), "ll": plain, "ll-pdl": early}
+        fns = dict(rows)
+        fns.update({f"gemm+{k}": step(v) for k, v in rows.items()})
+        fns["gemm"] = step(None)
+        graphs = {k: graph_us(f, y.clone()) for k, f in fns.items()}
+        us: dict[str, list[float]] = {k: [] for k in fns}
+        keys = list(fns)
+        for r in range(ROUNDS):
+            for k in range(len(keys)):
+                name = keys[(k + r) % len(keys)]
+                us[name].append(time_graph(graphs[name]))
+        if rank == 0:
+            print(f"{n:>8} B  " + "  ".join(
+                f"{k} {statistics.median(u):6.2f} [{min(u):.2f}-{max(u):.2f}]"
+                for k, u in us.items()), flush=True)
+        del graphs
+
+
 def eager(rank: int) -> None:
     """mcr.comm's eager all-reduce (replayed graph; moving addresses through the fixed
     buffer) against NCCL's eager call, us per call on the host."""
@@ -220,6 +289,8 @@ def main() -> None:
     parts = os.environ.get("PARTS", "kernels eager").split()
     if "kernels" in parts:
         kernels(rank, world)
+    if "pdl" in parts:
+        pdl(rank, world)
     if "eager" in parts:
         eager(rank)
 

@@ -18,6 +18,22 @@ OP_WAIT32 = 1                 # CU_STREAM_MEM_OP_WAIT_VALUE_32
 OP_WRITE32 = 2                # CU_STREAM_MEM_OP_WRITE_VALUE_32
 _PARAM_BYTES = 48             # sizeof(CUstreamBatchMemOpParams): union padded to 6 x 64 bit
 _MAX_BATCH = 256              # the driver's limit per cuStreamBatchMemOp
+ATTR_PDL = 6                  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class _Attr(ctypes.Structure):
+    """CUlaunchAttribute: an id, then a 64-byte union at offset 8 holding the value."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_int), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60)]
+
+
+class _Config(ctypes.Structure):
+    """CUlaunchConfig."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
 
 
 class CudaDriverError(RuntimeError):
@@ -42,6 +58,15 @@ class Driver:
         self._memcpy = self._fn(names, [u64, u64, ctypes.c_size_t, vp])
         self._launch = self._fn(["cuLaunchKernel"], [vp, u32, u32, u32, u32, u32, u32, u32, vp,
                                                      vp, vp])
+        # cuLaunchKernelEx (CUDA 12+) for programmatic dependent launch; None on older drivers.
+        try:
+            self._launch_ex = self._fn(["cuLaunchKernelEx"], [vp, vp, vp, vp])
+        except CudaDriverError:
+            self._launch_ex = None
+        self._pdl_attr = _Attr(id=ATTR_PDL, value=1)
+        self._pdl_config = _Config(block=(0, 1, 1), grid=(0, 1, 1),
+                                   attrs=ctypes.addressof(self._pdl_attr), nattrs=1)
+        self._pdl_config_ptr = ctypes.addressof(self._pdl_config)
         self._errname = self.lib.cuGetErrorName
         self._errname.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
@@ -70,6 +95,19 @@ class Driver:
         pointers (the driver copies the values at the launch: the array may change after)."""
         self._check(self._launch(func, grid, 1, 1, block, 1, 1, 0, stream, params, None),
                     "cuLaunchKernel")
+
+    @property
+    def has_pdl(self) -> bool:
+        """Whether this driver can launch a kernel early behind the one before it."""
+        return self._launch_ex is not None
+
+    def launch_pdl(self, func: int, grid: int, block: int, stream: int, params: int) -> None:
+        """launch(), with the kernel allowed to start while the stream's previous kernel drains
+        (the kernel must wait for it with griddepcontrol.wait before touching its data)."""
+        c = self._pdl_config
+        c.grid[0], c.block[0], c.stream = grid, block, stream
+        self._check(self._launch_ex(self._pdl_config_ptr, func, params, None),
+                    "cuLaunchKernelEx")
 
     def batch(self, stream: int, ops: MemOps) -> None:
         """Enqueue a prebuilt list of waits and writes, executed in order."""

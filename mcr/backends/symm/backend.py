@@ -74,7 +74,7 @@ class _Staging:
             torch.cuda.current_stream(self.dev).synchronize()
         hdl = rendezvous(self.buf, pg)
         self.ll = LLGroup(self.buf, off, list(hdl.buffer_ptrs), pg.rank(), ll_bytes,
-                          cfg.timeout_s) if ll_bytes else None
+                          cfg.timeout_s, cfg.symm_pdl) if ll_bytes else None
         self.calls = 0
         self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.dev)
         self.plans: dict[tuple, tuple[int, torch.Tensor, Any]] = {}
@@ -200,7 +200,8 @@ class SymmBackend(Backend):
         """How each group's calls ran: directly or replayed from captured graphs, and up to
         which size on the low-latency kernel."""
         return [f"symm, group {gid}: {st.graphs.note()}; "
-                + (f"calls to {st.ll.ll_bytes} bytes on mcr's low-latency kernel" if st.ll
+                + (f"calls to {st.ll.ll_bytes} bytes on mcr's low-latency kernel"
+                   + (" (launched early, PDL)" if st.ll.pdl else "") if st.ll
                    else f"torch's kernels only: {st.why_not_ll}")
                 + (f"; {st.unrepeated} calls launched without capture (their addresses kept "
                    f"changing: {sum(v >= MOVING for v in st.moving.values())} sizes)"

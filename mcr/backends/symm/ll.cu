@@ -152,6 +152,12 @@ template <bool BF16>
 __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 n,
                                         const u64* regions, int rank, int world, u32* seqs,
                                         u64 cap, int avg, u64 timeout_ns) {
+  // Launched early (programmatic dependent launch, MCR_SYMM_PDL) the kernel is resident while
+  // the kernel before it drains; it waits here until that one's writes are visible. Launched
+  // plainly this returns at once.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ u32 s_seq;
   if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
   __syncthreads();

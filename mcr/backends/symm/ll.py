@@ -79,9 +79,10 @@ class LLGroup:
     per-block call counters."""
 
     def __init__(self, buf: torch.Tensor, offset: int, ptrs: list[int], rank: int,
-                 ll_bytes: int, timeout_s: float) -> None:
+                 ll_bytes: int, timeout_s: float, pdl: bool = False) -> None:
         """buf[offset:] holds this rank's region (zeroed before the handles were exchanged);
-        ptrs are the ranks' buffer base addresses."""
+        ptrs are the ranks' buffer base addresses; pdl: launch each call early, behind the
+        kernel before it (MCR_SYMM_PDL; Hopper and later, else ignored)."""
         dev = buf.device
         self.regions = torch.tensor([p + offset for p in ptrs], dtype=torch.int64, device=dev)
         self.seqs = torch.zeros(MAX_BLOCKS, dtype=torch.int32, device=dev)
@@ -96,6 +97,8 @@ class LLGroup:
         # CuPy 13+ hands a RawKernel whose compiled Function (with the CUfunction) is .kernel.
         self.functions = {dt: getattr(f, "kernel", f).ptr for dt, f in _build()[0].items()}
         self.driver = Driver()
+        self.pdl = pdl and self.driver.has_pdl and torch.cuda.get_device_capability(dev)[0] >= 9
+        self._launch = self.driver.launch_pdl if self.pdl else self.driver.launch
         i32, u64 = ctypes.c_int32, ctypes.c_uint64
         self.args = (i32(), i32(), u64(), u64(), u64(), u64(self.regions.data_ptr()),
                      i32(self.rank), i32(self.world), u64(self.seqs.data_ptr()), u64(self.cap),
@@ -114,4 +117,4 @@ class LLGroup:
         a = self.args
         a[0].value, a[1].value, a[10].value = op, root, 1 if avg else 0
         a[2].value, a[3].value, a[4].value = src.data_ptr(), dst.data_ptr(), n
-        self.driver.launch(func, grid(n), THREADS, raw_stream(self.device), self.params_ptr)
+        self._launch(func, grid(n), THREADS, raw_stream(self.device), self.params_ptr)
