@@ -5,7 +5,7 @@ kernel launched plainly and early (programmatic dependent launch), bare and betw
 Variants: v0 (mcr's kernel: the block's call number read by one thread, then a block barrier,
 then the data) as it ships (512 threads, at most 64 blocks) and with smaller blocks and as many
 more of them (v0-TxB: T threads, at most B blocks), v1 (every thread reads the number beside its
-data; the barrier moved to the end, VARIANTS=v1), prev (the kernel source at LL_PREV);
+data; the barrier moved to the end, VARIANTS=v1), alt (the kernel source at LL_ALT);
 "empty": a kernel that does nothing, the floor of one kernel node in the chain. Per size: GPU
 us per call inside a CUDA graph of 50 back-to-back calls (events around replays; slowest
 rank; median of rounds in rotated order), each variant's result against NCCL's (bf16
@@ -146,8 +146,8 @@ def kernels(rank: int, world: int) -> None:
     old = (HERE.parent.parent / "mcr" / "backends" / "symm" / "ll.cu").read_text()
     vs: list = [Variant("v0-512x64", old, 512, rank, world)] + \
         [Variant(f"v0-{t}x{b}", old, t, rank, world, b) for t, b in ((256, 128), (128, 256))]
-    if os.environ.get("LL_PREV"):                     # an earlier kernel's source, to compare
-        vs.append(Variant("prev-512x64", Path(os.environ["LL_PREV"]).read_text(), 512, rank,
+    if os.environ.get("LL_ALT"):                      # another kernel's source, to compare
+        vs.append(Variant("alt-512x64", Path(os.environ["LL_ALT"]).read_text(), 512, rank,
                           world))
     if "v1" in os.environ.get("VARIANTS", ""):
         vs += [Variant(f"v1-{t}", v1(old), t, rank, world) for t in (512, 128)]

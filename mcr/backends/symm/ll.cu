@@ -51,47 +51,6 @@ __device__ __forceinline__ uint2 get_line(u64 addr, u32 flag, u64 timeout_ns, in
   }
 }
 
-enum { MAX_WORLD = 8 };   // symm serves groups of at most 8 ranks (one node)
-
-// Word i of every peer's block, into got[peer]. The peers' lines are polled together: the wait
-// ends one memory latency after the last line lands (polled one peer after another it paid one
-// latency per peer, ~2 us of a 5 us call on 4 H200s). Past timeout_ns, say who was missing and
-// trap, as get_line does.
-__device__ __forceinline__ void get_lines(u64 mine, u64 area, u64 cap, u64 i, u32 flag,
-                                          int rank, int world, u64 timeout_ns,
-                                          uint2 (&got)[MAX_WORLD]) {
-  u32 pending = 0;
-#pragma unroll
-  for (int s = 0; s < MAX_WORLD; ++s)
-    if (s < world && s != rank) pending |= 1u << s;
-  u64 start = 0;
-  for (u32 spins = 0; pending; ++spins) {
-    u32 d0[MAX_WORLD] = {}, f0[MAX_WORLD] = {}, d1[MAX_WORLD] = {}, f1[MAX_WORLD] = {};
-#pragma unroll
-    for (int s = 0; s < MAX_WORLD; ++s)
-      if (pending & (1u << s))
-        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(d0[s]), "=r"(f0[s]), "=r"(d1[s]), "=r"(f1[s])
-                     : "l"(mine + ((area + s) * cap + i) * 16) : "memory");
-#pragma unroll
-    for (int s = 0; s < MAX_WORLD; ++s)
-      if ((pending & (1u << s)) && f0[s] == flag && f1[s] == flag) {
-        got[s] = make_uint2(d0[s], d1[s]);
-        pending &= ~(1u << s);
-      }
-    if (pending && (spins & 1023) == 1023) {
-      if (start == 0) {
-        start = now_ns();
-      } else if (now_ns() - start > timeout_ns) {
-        printf("mcr symm_ll: rank %d waited %llu s for rank %d's data of call %u "
-               "(MCR_TIMEOUT_S); trapping\n", rank, timeout_ns / 1000000000ull,
-               __ffs(pending) - 1, flag);
-        __trap();
-      }
-    }
-  }
-}
-
 // 8 bytes of a block: vector access where aligned and whole, else byte by byte (any dtype, any
 // offset); bytes past the end read as zero.
 __device__ __forceinline__ uint2 load_word(const unsigned char* p, u64 i, u64 nbytes) {
@@ -216,15 +175,8 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
     return;
   }
   const bool blocks_out = op == REDUCE_SCATTER || op == ALL_TO_ALL;   // block p goes to p
-  const unsigned char* own = op == REDUCE_SCATTER ? in + rank * n : in;   // summed in place
-  // Where a thread has one word (nwords <= stride), its own word stays in a register from the
-  // push to the sum instead of being read again after the wait.
-  const bool one = nwords <= stride;
-  uint2 kept = make_uint2(0, 0);
   for (u64 i = first; i < nwords; i += stride) {
     const uint2 w = blocks_out ? make_uint2(0, 0) : load_word(in, i, n);
-    if (op == ALL_REDUCE) kept = w;
-    if (op == REDUCE_SCATTER) kept = load_word(own, i, n);
     for (int q = 1; q < world; ++q) {
       const int peer = (rank + q) % world;
       put_line(regions[peer] + ((area + rank) * cap + i) * 16,
@@ -235,22 +187,20 @@ __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 
   }
   const u64 mine = regions[rank];
   for (u64 i = first; i < nwords; i += stride) {
-    uint2 got[MAX_WORLD];
-    get_lines(mine, area, cap, i, seq, rank, world, timeout_ns, got);
     if (op == ALL_GATHER || op == ALL_TO_ALL) {
-#pragma unroll
-      for (int s = 0; s < MAX_WORLD; ++s)
-        if (s < world && s != rank) store_word(out + s * n, i, n, got[s]);
+      for (int s = 0; s < world; ++s)
+        if (s != rank)
+          store_word(out + s * n, i, n,
+                     get_line(mine + ((area + s) * cap + i) * 16, seq, timeout_ns, rank, s));
       continue;
     }
-    const uint2 mine_w = one ? kept : load_word(own, i, n);
+    const unsigned char* own = op == REDUCE_SCATTER ? in + rank * n : in;
     Acc<BF16> acc;
-#pragma unroll
-    for (int s = 0; s < MAX_WORLD; ++s) {
-      if (s < world) {
-        const uint2 w = s == rank ? mine_w : got[s];
-        if (s == 0) acc.set(w); else acc.add(w);
-      }
+    for (int s = 0; s < world; ++s) {
+      const uint2 w = s == rank ? load_word(own, i, n)
+                                : get_line(mine + ((area + s) * cap + i) * 16, seq, timeout_ns,
+                                           rank, s);
+      if (s == 0) acc.set(w); else acc.add(w);
     }
     store_word(out, i, n, acc.get(avg, world));
   }
