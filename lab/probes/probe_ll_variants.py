@@ -128,6 +128,20 @@ def time_graph(g: torch.cuda.CUDAGraph) -> float:
     return slowest(s.elapsed_time(e) * 1e3 / CALLS)
 
 
+def graphed_rounds(fns: dict[str, object], x: torch.Tensor) -> str:
+    """Each fn captured CALLS times in a graph, ROUNDS replays each in rotated order: 'name
+    median [min-max]' of GPU us per call, slowest rank."""
+    graphs = {k: graph_us(f, x.clone()) for k, f in fns.items()}
+    us: dict[str, list[float]] = {k: [] for k in fns}
+    keys = list(fns)
+    for r in range(ROUNDS):
+        for k in range(len(keys)):
+            name = keys[(k + r) % len(keys)]
+            us[name].append(time_graph(graphs[name]))
+    return "  ".join(f"{k} {statistics.median(u):6.2f} [{min(u):.2f}-{max(u):.2f}]"
+                     for k, u in us.items())
+
+
 def host_us(fn: object, reps: int = 200) -> float:
     """us per eager call, back to back (host-bound), slowest rank, after 50 untimed."""
     for _ in range(50):
@@ -237,18 +251,8 @@ def pdl(rank: int, world: int) -> None:
         fns = dict(rows)
         fns.update({f"gemm+{k}": step(v) for k, v in rows.items()})
         fns["gemm"] = step(None)
-        graphs = {k: graph_us(f, y.clone()) for k, f in fns.items()}
-        us: dict[str, list[float]] = {k: [] for k in fns}
-        keys = list(fns)
-        for r in range(ROUNDS):
-            for k in range(len(keys)):
-                name = keys[(k + r) % len(keys)]
-                us[name].append(time_graph(graphs[name]))
         if rank == 0:
-            print(f"{n:>8} B  " + "  ".join(
-                f"{k} {statistics.median(u):6.2f} [{min(u):.2f}-{max(u):.2f}]"
-                for k, u in us.items()), flush=True)
-        del graphs
+            print(f"{n:>8} B  " + graphed_rounds(fns, y), flush=True)
 
 
 def eager(rank: int) -> None:

@@ -19,7 +19,7 @@ import statistics
 import torch
 import torch.distributed as tdist
 
-from lab.probes.probe_ll_variants import Empty, Shipped, graph_us, time_graph
+from lab.probes.probe_ll_variants import CALLS, Empty, Shipped, graphed_rounds
 from mcr.backends.cuda.symm_mem import rendezvous, symm_empty
 
 SRC = r"""
@@ -55,7 +55,7 @@ extern "C" __global__ void flags(const u64* bases, int rank, int world, u32* seq
   if (threadIdx.x == 0) seq[0] = v;
 }
 """
-ITERS, CALLS, ROUNDS = 2000, 50, 7
+ITERS, ROUNDS = 2000, 7
 
 
 def main() -> None:
@@ -96,18 +96,10 @@ def main() -> None:
             flags((1,), (32,), (cupy.uint64(bases.data_ptr()), cupy.int32(rank),
                                 cupy.int32(world), cupy.uint64(seq.data_ptr())))
     fns = {"empty": Empty(), "flags": flag_call, "ll 8KiB": Shipped(rank, world, False)}
-    x = torch.randn(4096, device="cuda").bfloat16()
-    graphs = {k: graph_us(f, x.clone()) for k, f in fns.items()}
-    us: dict[str, list[float]] = {k: [] for k in fns}
-    keys = list(fns)
-    for r in range(ROUNDS):
-        for k in range(len(keys)):
-            name = keys[(k + r) % len(keys)]
-            us[name].append(time_graph(graphs[name]))
+    line = graphed_rounds(fns, torch.randn(4096, device="cuda").bfloat16())
     if rank == 0:
-        print(f"GPU us per call in a graph of {CALLS}, {world} ranks, slowest rank: " + "  ".join(
-            f"{k} {statistics.median(u):.2f} [{min(u):.2f}-{max(u):.2f}]"
-            for k, u in us.items()), flush=True)
+        print(f"GPU us per call in a graph of {CALLS}, {world} ranks, slowest rank: {line}",
+              flush=True)
     tdist.destroy_process_group()
 
 

@@ -3,7 +3,7 @@
 # lines together (and keeping its own word in a register) against the kernel before
 # (lab/probes/ll_prev.cu), then the tree with it: every GPU path against NCCL, special values,
 # decode in a graph, OSU all-to-all in a graph, the floor probe.
-# As run at c567799. After it the variant was not kept: it is lab/probes/ll_poll_together.cu,
+# As run at c567799. After it the variant was not kept: it is lab/probes/ll_poll_together.patch,
 # the shipped kernel is ll_prev.cu's again, and the probe's LL_PREV is now LL_ALT.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-420}
