@@ -99,6 +99,7 @@ class _LLStandin:
 
     def __init__(self, ll_bytes: int) -> None:
         self.ll_bytes, self.calls, self.ops, self.roots = ll_bytes, 0, [], []
+        self.pdl = False        # launched plainly (MCR_SYMM_PDL unset)
 
     def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
               root: int = 0) -> None:
