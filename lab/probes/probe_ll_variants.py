@@ -128,6 +128,21 @@ def time_graph(g: torch.cuda.CUDAGraph) -> float:
     return slowest(s.elapsed_time(e) * 1e3 / CALLS)
 
 
+def check_vs_nccl(name: str, fn: object, x: torch.Tensor, world: int) -> None:
+    """fn's all-reduce of x equals NCCL's within bf16 rounding and every rank holds the same
+    bits; AssertionError naming fn and the size if not."""
+    ref, y = x.clone(), x.clone()
+    tdist.all_reduce(ref)
+    fn(y)
+    torch.cuda.synchronize()
+    err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
+    every = [torch.empty_like(y) for _ in range(world)]
+    tdist.all_gather(every, y)
+    agree = all(torch.equal(e.view(torch.int16), y.view(torch.int16)) for e in every)
+    if err > 1e-2 or not agree:
+        raise AssertionError(f"{name} n={x.nbytes}: error {err:.2e}, ranks agree {agree}")
+
+
 def graphed_rounds(fns: dict[str, object], x: torch.Tensor) -> str:
     """Each fn captured CALLS times in a graph, ROUNDS replays each in rotated order: 'name
     median [min-max]' of GPU us per call, slowest rank."""
@@ -174,28 +189,10 @@ def kernels(rank: int, world: int) -> None:
     for n in SIZES:
         x = torch.randn(n // 2, device="cuda").bfloat16()
         for name, fn in zip(names[:-1], fns[:-1]):    # results first: each against NCCL
-            ref = x.clone()
-            tdist.all_reduce(ref)
-            y = x.clone()
-            fn(y)
-            torch.cuda.synchronize()
-            err = ((y.float() - ref.float()).norm() / ref.float().norm()).item()
-            every = [torch.empty_like(y) for _ in range(world)]
-            tdist.all_gather(every, y)
-            agree = all(torch.equal(e.view(torch.int16), y.view(torch.int16)) for e in every)
-            if err > 1e-2 or not agree:
-                raise AssertionError(f"{name} n={n}: error {err:.2e}, ranks agree {agree}")
-        graphs = [graph_us(fn, x.clone()) for fn in fns]
-        us: list[list[float]] = [[] for _ in fns]
-        for r in range(ROUNDS):
-            for k in range(len(fns)):
-                i = (k + r) % len(fns)
-                us[i].append(time_graph(graphs[i]))
+            check_vs_nccl(name, fn, x, world)
+        line = graphed_rounds(dict(zip(names, fns)), x)
         if rank == 0:
-            print(f"{n:>8} B  " + "  ".join(
-                f"{nm} {statistics.median(u):6.2f} [{min(u):.2f}-{max(u):.2f}]"
-                for nm, u in zip(names, us)), flush=True)
-        del graphs
+            print(f"{n:>8} B  {line}", flush=True)
 
 
 class Shipped:
@@ -230,15 +227,7 @@ def pdl(rank: int, world: int) -> None:
         x = torch.randn(batch, 14336 // world, device="cuda").bfloat16()
         y = torch.randn(n // 2, device="cuda").bfloat16()
         for fn in (plain, early):            # results first: equal to NCCL's, ranks agree
-            ref, got = y.clone(), y.clone()
-            tdist.all_reduce(ref)
-            fn(got)
-            torch.cuda.synchronize()
-            every = [torch.empty_like(got) for _ in range(world)]
-            tdist.all_gather(every, got)
-            err = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
-            if err > 1e-2 or not all(torch.equal(e, got) for e in every):
-                raise AssertionError(f"{fn.name} n={n}: error {err:.2e}")
+            check_vs_nccl(fn.name, fn, y, world)
         out = torch.empty(batch, 4096, device="cuda").bfloat16()
 
         def step(ar: object) -> object:
