@@ -228,7 +228,11 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     """Split tensor along dim 0, send block i to rank i, concatenate what arrives into output."""
     what = "all_to_all_single"
     out, inp = checks.tensor(output, what, "output"), checks.tensor(tensor, what, "tensor")
-    g = group_of(group, what)
+    g = _RT[0].world if group is None and _RT else group_of(group, what)
+    if output_split_sizes is None and input_split_sizes is None:
+        w = _even_all_to_all(out, inp, g, async_op, backend)
+        if w is not _SLOW:
+            return w
     checks.same(what, out, inp, "output", "tensor")
     in_counts = checks.counts(what, "input", inp, input_split_sizes, g.size)
     out_counts = checks.counts(what, "output", out, output_split_sizes, g.size)
@@ -248,6 +252,34 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
     w = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
                      sync=may_sync(async_op))
     return finish(w, after, async_op, b)
+
+
+_SLOW = object()   # _even_all_to_all: not the common case, take the checked path
+
+
+def _even_all_to_all(out: torch.Tensor, inp: torch.Tensor, g: Group, async_op: bool,
+                     backend: str | None) -> Any:
+    """all_to_all_single with equal splits of contiguous tensors alike in dtype, device and
+    size (MoE's dispatch and combine): all_to_all_single's checks and views, fewer of them
+    (each torch view or list costs a slow host ~1 us, and these calls repeat every layer).
+    _SLOW where the call is anything else: the full path checks and names it."""
+    n, numel = g.size, inp.numel()
+    if out.dtype != inp.dtype or out.is_cuda != inp.is_cuda or out.numel() != numel or \
+            not (out.is_contiguous() and inp.is_contiguous()) or \
+            (inp.shape[0] if inp.dim() else 1) % n or (out.shape[0] if out.dim() else 1) % n \
+            or (inp.is_cuda and inp.get_device() != out.get_device()) or \
+            not (inp.is_cuda or inp.is_cpu):
+        return _SLOW
+    counts = [numel // n] * n
+    kind, off = buffer_of(out)
+    b = pick(O.ALL_TO_ALL, g, inp, inp.nbytes, None, backend, kind, offset=off)
+    # Backends move flat element counts; views keep the caller's memory.
+    w = b.all_to_all(out if out.dim() == 1 else out.view(-1),
+                     inp if inp.dim() == 1 else inp.view(-1), counts, counts, g,
+                     sync=not async_op and not ON_COMPLETE)
+    if async_op or w is None:
+        return w        # finish() would hand back the Work or have nothing to do
+    return finish(w, None, async_op, b)
 
 
 def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[torch.Tensor],
