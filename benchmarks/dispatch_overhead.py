@@ -28,6 +28,9 @@ on a side stream, the output dropped after): FSDP2's own comm objects against mc
 plain memory so one rank can run it; reduce-scatter with AVG and with PREMUL_SUM), on Gloo (CPU)
 or NCCL (`-d cuda`). On one rank it shows host cost.
 
+`--op all_to_all`: all_to_all_single with equal splits instead of all_reduce (MoE's dispatch
+and combine); on GPU mcr's symm is then compared with torch's NCCL call.
+
 `-d cuda` (GPU, 2+ ranks): a small bf16 GPU all-reduce against torch's NCCL call, and mcr's symm
 against the bare symmetric-memory kernel it launches. A sample is `--reps` calls then a device
 sync, so each figure is per call, host or device, whichever is slower. `--profile` adds rank 0's
@@ -62,16 +65,27 @@ def _time(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def _pairs(t: torch.Tensor, pg: Any, lib: str) -> Variants:
+def _ops(op: str, t: torch.Tensor) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(torch's call, mcr's call) of op on t: torch's takes (group, async_op), mcr's
+    (backend, async_op). all_to_all: equal splits, into a second tensor like t."""
+    if op == "all_reduce":
+        return (lambda pg, a: tdist.all_reduce(t, group=pg, async_op=a),
+                lambda be, a: dist.all_reduce(t, backend=be, async_op=a))
+    out = torch.empty_like(t)
+    return (lambda pg, a: tdist.all_to_all_single(out, t, group=pg, async_op=a),
+            lambda be, a: dist.all_to_all_single(out, t, backend=be, async_op=a))
+
+
+def _pairs(calls: tuple[Callable[..., Any], Callable[..., Any]], pg: Any, lib: str) -> Variants:
     """torch's call on pg and mcr's (forced to lib, and auto), sync and async+wait."""
     sync_ref, async_ref = f"torch.distributed ({lib})", f"torch.distributed ({lib}) async+wait"
+    tc, mc = calls
     return {
-        sync_ref: (lambda: tdist.all_reduce(t, group=pg), None),
-        async_ref: (lambda: tdist.all_reduce(t, group=pg, async_op=True).wait(), None),
-        f"mcr backend={lib}": (lambda: dist.all_reduce(t, backend=lib), sync_ref),
-        f"mcr backend={lib} async+wait": (
-            lambda: dist.all_reduce(t, backend=lib, async_op=True).wait(), async_ref),
-        "mcr auto": (lambda: dist.all_reduce(t), sync_ref),
+        sync_ref: (lambda: tc(pg, False), None),
+        async_ref: (lambda: tc(pg, True).wait(), None),
+        f"mcr backend={lib}": (lambda: mc(lib, False), sync_ref),
+        f"mcr backend={lib} async+wait": (lambda: mc(lib, True).wait(), async_ref),
+        "mcr auto": (lambda: mc(None, False), sync_ref),
     }
 
 
@@ -85,15 +99,33 @@ class _NoopWork:
         return True
 
 
+class _DoneWork(tdist.Work):
+    """Stand-in for a library's Work that is already done, as a torch Work (torch's
+    all_to_all_single hands its group's work to C++)."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
 class NoopProcessGroup(tdist.ProcessGroup):
-    """Stand-in for Gloo whose all_reduce returns at once: what remains is host Python."""
+    """Stand-in for Gloo whose all_reduce and all_to_all return at once: what remains is host
+    Python."""
 
     def __init__(self, rank: int, size: int) -> None:
         super().__init__(rank, size)
         self._done = _NoopWork()
+        self._done_torch = _DoneWork()
 
     def allreduce(self, tensors: Any, opts: Any = None) -> Any:
         return self._done
+
+    def alltoall_base(self, *args: Any) -> Any:
+        return self._done_torch
+
+    all_to_all_single = alltoall_base     # torch >= 2.13's name
 
 
 # ZeRO-3's hot calls: parameter all-gathers and gradient reduce-scatters, async, waited later.
@@ -180,22 +212,25 @@ def _fsdp_pairs(n: int, pg: Any, device: str) -> Variants:
     return v
 
 
-def _gpu_variants(rt: runtime.Runtime, nbytes: int) -> Variants:
+def _gpu_variants(rt: runtime.Runtime, nbytes: int, op: str) -> Variants:
+    """NCCL through torch and through mcr; symm through mcr against the bare symmetric-memory
+    kernel it launches (all_reduce), or against torch's NCCL call (all_to_all: mcr's own
+    low-latency kernel has no torch form)."""
     from mcr.backends.cuda.symm_mem import rendezvous, symm_empty
     pg = rt.world.handles["nccl"]
     dev = torch.device("cuda", torch.cuda.current_device())
     t = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
-    stage = symm_empty(nbytes, dev).view(torch.bfloat16)
-    rendezvous(stage, pg)
-    kernel = torch.ops.symm_mem.one_shot_all_reduce_copy_out
-    v = _pairs(t, pg, "nccl")
-    v["symm kernel alone (torch.ops)"] = (lambda: kernel(stage, t, "sum", pg.group_name, t),
-                                          None)
-    v["mcr backend=symm"] = (lambda: dist.all_reduce(t, backend="symm"),
-                             "symm kernel alone (torch.ops)")
-    v["mcr backend=symm async+wait"] = (
-        lambda: dist.all_reduce(t, backend="symm", async_op=True).wait(),
-        "symm kernel alone (torch.ops)")
+    calls = _ops(op, t)
+    v = _pairs(calls, pg, "nccl")
+    ref = "torch.distributed (nccl)"
+    if op == "all_reduce":
+        stage = symm_empty(nbytes, dev).view(torch.bfloat16)
+        rendezvous(stage, pg)
+        kernel = torch.ops.symm_mem.one_shot_all_reduce_copy_out
+        ref = "symm kernel alone (torch.ops)"
+        v[ref] = (lambda: kernel(stage, t, "sum", pg.group_name, t), None)
+    v["mcr backend=symm"] = (lambda: calls[1]("symm", False), ref)
+    v["mcr backend=symm async+wait"] = (lambda: calls[1]("symm", True).wait(), ref)
     return v
 
 
@@ -278,6 +313,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20, help="calls per round and variant")
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--bytes", type=int, default=4096, help="GPU message size (-d cuda)")
+    ap.add_argument("--op", choices=["all_reduce", "all_to_all"], default="all_reduce",
+                    help="the call timed (all_to_all: all_to_all_single, equal splits)")
     ap.add_argument("--deepspeed", action="store_true",
                     help="ZeRO-3's calls through deepspeed.comm, DeepSpeed's own against mcr's")
     ap.add_argument("--fsdp", action="store_true",
@@ -291,6 +328,9 @@ def main() -> None:
                     help="then print rank 0's cProfile of each variant, references included "
                          "(top 16 by own time)")
     args = ap.parse_args()
+    if args.op != "all_reduce" and (args.deepspeed or args.fsdp or args.changing):
+        ap.error(f"--op {args.op}: times the plain calls (not with --deepspeed, --fsdp, "
+                 "--changing)")
     if args.step < 1 or (args.step != 1 and not args.changing):
         ap.error(f"--step {args.step}: a positive number of floats, with --changing")
     dist.init_distributed(verbose=False)
@@ -313,19 +353,21 @@ def main() -> None:
         _measure(f"FSDP2's calls ({args.device}, float32, 256 elements a rank) on {lib}, {head}",
                  variants, args.rounds, args.reps, sync)
     elif args.device == "cuda":
-        variants = _gpu_variants(rt, args.bytes)
-        _measure(f"{args.bytes} B bfloat16 GPU all_reduce, {head}", variants, args.rounds,
+        variants = _gpu_variants(rt, args.bytes, args.op)
+        _measure(f"{args.bytes} B bfloat16 GPU {args.op}, {head}", variants, args.rounds,
                  args.reps, sync)
     else:
-        t = torch.ones(1)
-        variants = _pairs(t, rt.world.handles["gloo"], "gloo")
-        _measure(f"1-element float32 CPU all_reduce on Gloo, {head}", variants, args.rounds,
-                 args.reps, sync)
+        # all_to_all: one element to each peer
+        t = torch.ones(1 if args.op == "all_reduce" else n)
+        variants = _pairs(_ops(args.op, t), rt.world.handles["gloo"], "gloo")
+        _measure(f"{t.numel()}-element float32 CPU {args.op} on Gloo, {head}", variants,
+                 args.rounds, args.reps, sync)
         noop = NoopProcessGroup(dist.get_rank(), n)
         rt.world.handles["gloo"] = noop
         rt.fast.clear()
         _measure(f"the same calls, a no-op ProcessGroup standing in for Gloo (host cost only), "
-                 f"{head}", _pairs(t, noop, "gloo"), args.rounds, args.reps, sync)
+                 f"{head}", _pairs(_ops(args.op, t), noop, "gloo"), args.rounds, args.reps,
+                 sync)
     if args.profile:
         _profile({k: fn for k, (fn, _) in variants.items()}, args.reps, sync)
     if dist.get_rank() == 0:
