@@ -82,3 +82,16 @@ def test_rows_appended_to_a_csv_of_another_layout_read_back_as_written(tmp_path)
         got = list(csv.DictReader(f))
     want = [dict(old[0], splits=""), *new, dict(new[0], bytes=32)]
     assert got == [{k: str(v) for k, v in r.items()} for r in want]
+
+
+def test_dispatch_overhead_all_to_all_cpu():
+    """dispatch_overhead --op all_to_all on 2 Gloo ranks: each mcr variant against torch's
+    call, on Gloo and on the no-op stand-in, every call served by mcr."""
+    out = run_torchrun(2, "benchmarks/dispatch_overhead.py", "--op", "all_to_all",
+                       "--rounds", "3", "--reps", "2")
+    assert "CPU all_to_all on Gloo" in out and "no-op ProcessGroup" in out, out[-3000:]
+    lines = [ln for ln in out.splitlines() if ln.strip().startswith(("mcr backend=", "mcr auto"))]
+    assert len(lines) == 6, out[-3000:]
+    assert all(ln.rstrip().endswith(("torch.distributed (gloo)",
+                                     "torch.distributed (gloo) async+wait")) for ln in lines)
+    assert "all_to_all      gloo" in out and "(100.0%)" in out, out[-3000:]

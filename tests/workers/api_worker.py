@@ -175,6 +175,13 @@ def test_all_to_all(be: str | None, dtype: torch.dtype, numel: int) -> None:
     run(dist.all_to_all_single, be, out, parts[r])
     want = torch.cat([parts[q][r * numel:(r + 1) * numel] for q in range(n)])
     same(f"all_to_all_single {be} {dtype} {numel}", out, want)
+    # rows of a 2-D input into a flat output, and into a non-contiguous one of other shape
+    flat = torch.full((n * numel,), 7, dtype=dtype, device=dev)
+    run(dist.all_to_all_single, be, flat, parts[r].view(n, numel))
+    same(f"all_to_all_single 2-D in {be} {dtype} {numel}", flat, want)
+    strided = torch.full((numel, n), 7, dtype=dtype, device=dev).t()
+    run(dist.all_to_all_single, be, strided, parts[r].view(n, numel))
+    same(f"all_to_all_single strided out {be} {dtype} {numel}", strided.reshape(-1), want)
     # uneven: rank q sends (q + p + 1) * k rows of 2 elements to rank p
     k = max(1, numel // 64)
 

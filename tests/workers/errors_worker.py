@@ -223,6 +223,15 @@ elif scenario == "local":
            "reduce_scatter_tensor", "tensor has 10 elements", "group size x output_tensor")
     expect(CallError, lambda: dist.all_to_all_single(torch.empty(10), x, [1] * n, [2] * n),
            "split_sizes")
+    xn = torch.ones(2 * n)      # equal splits
+    expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n, dtype=torch.int32), xn),
+           "all_to_all_single", "dtype", "int32")
+    expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n + n), xn),
+           "all_to_all_single", f"{3 * n} elements")
+    if n > 1:
+        expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n + 1),
+                                                         torch.ones(2 * n + 1)),
+               "all_to_all_single", f"not divisible by group size {n}")
     expect(CallError, lambda: dist.all_reduce([1, 2, 3]), "torch.Tensor", "list")
     expect(CallError, lambda: dist.broadcast(x, n + 3), "rank", str(n + 3))
     expect(BackendUnavailable, lambda: dist.all_reduce(x, backend="nosuch"),
