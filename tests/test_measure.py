@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from conftest import run_torchrun
+from conftest import gpus, run_torchrun
 
 from mcr.measure.engine import Timing
 from mcr.measure.turns import turn_orders
@@ -17,10 +16,12 @@ def test_backends_take_turns_sample_by_sample_on_gloo():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(gpus() < 2, reason="needs 2+ CUDA GPUs")
 def test_overlap_load_covers_the_call():
     """The overlap profile's GEMMs cover the first serving backend's call alone, the slowest
-    rank's count on every rank; one GEMM without `cover`. 2 ranks may share one GPU."""
+    rank's count on every rank; one GEMM without `cover`. A GPU each: on one shared GPU the
+    ranks' GEMMs and sleeps interleave, and the counts timed alone no longer hold (27 GEMMs
+    against 14 expected, 1x H200)."""
     out = run_torchrun(2, "load_worker.py", timeout=180)
     assert out.count("load ok") == 2, out[-3000:]
 
