@@ -12,6 +12,7 @@ import os
 import tempfile
 import threading
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -130,16 +131,18 @@ class Board:
         u, n, w = self.exchanges, self.n, self.row_words + 1
         base = 2 * SLOTS * n + (u & 1) * n * w
         tag = (u & _SEQ) + 1           # never 0, which a row holds before any use
-        words, mine = self.words, base + self.rank * w
-        for i, v in enumerate(row):
-            words[mine + 1 + i] = v
+        words, mine, end = self.words, base + self.rank * w, base + n * w
+        words[mine + 1:mine + 1 + len(row)] = array("q", row)
         _ACQUIRE()       # a full fence (as in enter): the values are visible before the tag
         _RELEASE()
         words[mine] = tag
-        poll_until(lambda: all(words[base + r * w] == tag for r in range(n)), what)
+        tags = slice(base, end, w)
+        if words[tags].tolist().count(tag) != n:
+            poll_until(lambda: words[tags].tolist().count(tag) == n, what)
         _ACQUIRE()       # and read after it
         _RELEASE()
-        return [words[base + r * w + 1:base + r * w + 1 + len(row)].tolist() for r in range(n)]
+        every = words[base:end].tolist()
+        return [every[r * w + 1:r * w + 1 + len(row)] for r in range(n)]
 
     @staticmethod
     def _differs(w: int, seq: int, word: int) -> bool:

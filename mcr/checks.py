@@ -110,8 +110,8 @@ def uneven_splits(what: str, g: Group, in_counts: list[int], out_counts: list[in
         which = ", ".join(f"rank {g.ranks[r]} {O.dtype_name(_DTYPE_OF.get(int(d)))}"
                           for r, d in enumerate(dts))
         raise MismatchError(f"{what}: ranks of group {g.ranks} pass different dtypes: {which}")
-    bad = [(s, r) for s in range(n) for r in range(n) if sends[s][r] != recvs[r][s]]
-    if bad:
+    if [list(c) for c in zip(*recvs)] != sends:    # what each rank receives, by sender
+        bad = [(s, r) for s in range(n) for r in range(n) if sends[s][r] != recvs[r][s]]
         said = [f"rank {g.ranks[s]} sends {sends[s][r] // row} {unit} to rank {g.ranks[r]}, "
                 f"which expects {recvs[r][s] // row}" for s, r in bad]
         rows_said = "; ".join(f"rank {g.ranks[r]}: input_split_sizes "
