@@ -66,7 +66,11 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
     if note:   # the library gave up because the peer at another call left
         return MismatchError(f"mcr: {what}: {note} (the library said: {e})")
     text = str(e).lower()
-    if "timeout" in text or "timed out" in text:
+    # Gloo "Timed out waiting", torch "Operation timed out!", NCCL's watchdog "collective
+    # operation timeout", the store's "Socket Timeout"; but torch's "wait() with finite
+    # timeout not implemented" (a Python-made Work) is no timeout.
+    if isinstance(e, TimeoutError) or "timed out" in text or \
+            ("timeout" in text and "not implemented" not in text):
         return timeout_error(what, secs)
     return library_error(e, what)
 

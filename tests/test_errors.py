@@ -343,3 +343,23 @@ def test_a_rank_inside_its_library_when_a_peer_parts_learns_it_within_a_minute(l
 def test_store_keys_stay_few_when_sizes_change_every_call(guard):
     out = run_mpi(2, "errors_worker.py", "store_keys", env={"MCR_GUARD": guard}, timeout=180)
     assert sorted(re.findall(r"rank (\d+): ERRORS OK", out)) == ["0", "1"], out[-3000:]
+
+
+@pytest.mark.parametrize("text, timed_out", [
+    ("[gloo/transport/tcp/pair.cc:534] Timed out waiting 1000ms for recv operation to complete",
+     True),
+    ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran "
+     "for 600000 milliseconds before timing out.", True),
+    ("Operation timed out!", True),
+    ("FutureWrappingWork::wait() with finite timeout not implemented", False),
+    ("Connection closed by peer [127.0.0.1]:29500", False)])
+def test_a_library_error_is_a_timeout_only_where_it_says_one(text, timed_out):
+    """A library's error becomes McrTimeoutError (naming MCR_TIMEOUT_S) only where the library
+    said it timed out; any other error keeps its own text, naming the call."""
+    from mcr.errors import LibraryError, McrTimeoutError
+    from mcr.waits import mcr_error
+    e = mcr_error(RuntimeError(text), "all_reduce on backend 'gloo' (4 bytes)", 600)
+    assert isinstance(e, McrTimeoutError if timed_out else LibraryError), (type(e), str(e))
+    assert "all_reduce on backend 'gloo'" in str(e)
+    if not timed_out:
+        assert text in str(e)
