@@ -67,8 +67,8 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
         return MismatchError(f"mcr: {what}: {note} (the library said: {e})")
     text = str(e).lower()
     # Gloo "Timed out waiting", torch "Operation timed out!", NCCL's watchdog "collective
-    # operation timeout", the store's "Socket Timeout"; but torch's "wait() with finite
-    # timeout not implemented" (a Python-made Work) is no timeout.
+    # operation timeout", and other texts naming a timeout; but torch's "wait() with finite
+    # timeout not implemented" (a Work made in Python) is no timeout.
     if isinstance(e, TimeoutError) or "timed out" in text or \
             ("timeout" in text and "not implemented" not in text):
         return timeout_error(what, secs)
