@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import torch.distributed as tdist
 
+from .alltoall import all_to_all, all_to_all_single
 from .collectives import (
                           all_gather,
                           all_gather_coalesced,
                           all_gather_into_tensor,
                           all_reduce,
                           all_reduce_coalesced,
-                          all_to_all,
-                          all_to_all_single,
                           allgather_fn,
                           barrier,
                           broadcast,

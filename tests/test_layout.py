@@ -21,7 +21,7 @@ LAYERS = [
     ("process", ("mcr.dispatcher", "mcr.runtime", "mcr.checks", "mcr.report", "mcr.session",
                  "mcr.route", "mcr.info", "mcr.ds_names", "mcr.signature", "mcr.stall",
                  "mcr.board", "mcr.guard")),
-    ("api", ("mcr.collectives", "mcr.p2p", "mcr.hier", "mcr.comm")),
+    ("api", ("mcr.collectives", "mcr.alltoall", "mcr.p2p", "mcr.hier", "mcr.comm")),
     ("adapters", ("mcr.integrations", "mcr.measure")),
     ("tools", ("mcr.tuner", "benchmarks")),
 ]
