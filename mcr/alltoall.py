@@ -73,11 +73,9 @@ def _even_all_to_all(out: torch.Tensor, inp: torch.Tensor, g: Group, async_op: b
     (each torch view or list costs a slow host ~1 us, and these calls repeat every layer).
     _SLOW where the call is anything else: the full path checks and names it."""
     n, numel = g.size, inp.numel()
-    if out.dtype != inp.dtype or out.is_cuda != inp.is_cuda or out.numel() != numel or \
+    if out.dtype != inp.dtype or out.device != inp.device or out.numel() != numel or \
             not (out.is_contiguous() and inp.is_contiguous()) or \
-            (inp.shape[0] if inp.dim() else 1) % n or (out.shape[0] if out.dim() else 1) % n \
-            or (inp.is_cuda and inp.get_device() != out.get_device()) or \
-            not (inp.is_cuda or inp.is_cpu):
+            (inp.shape[0] if inp.dim() else 1) % n or (out.shape[0] if out.dim() else 1) % n:
         return _SLOW
     counts = [numel // n] * n
     kind, off = buffer_of(out)

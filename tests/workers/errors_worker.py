@@ -228,6 +228,8 @@ elif scenario == "local":
            "all_to_all_single", "dtype", "int32")
     expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n + n), xn),
            "all_to_all_single", f"{3 * n} elements")
+    expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n, device="meta"), xn),
+           "all_to_all_single", "output is on meta", "tensor on cpu")
     if n > 1:
         expect(CallError, lambda: dist.all_to_all_single(torch.empty(2 * n + 1),
                                                          torch.ones(2 * n + 1)),
