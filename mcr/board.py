@@ -137,8 +137,7 @@ class Board:
         _RELEASE()
         words[mine] = tag
         tags = slice(base, end, w)
-        if words[tags].tolist().count(tag) != n:
-            poll_until(lambda: words[tags].tolist().count(tag) == n, what)
+        poll_until(lambda: words[tags].tolist().count(tag) == n, what)
         _ACQUIRE()       # and read after it
         _RELEASE()
         every = words[base:end].tolist()
