@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 2026-11-28, seventh session, call 2 (for 4x H200, or 2x where only that is lent): the
 # equal-split all_to_all_single short path on GPUs. Carry .whl (DeepSpeed wheels;
-# .whl/old/collectives.py is c7fa483's, before the short path).
+# .whl/old/collectives.py and comm.py are c7fa483's, before the short path: comm.py then takes
+# all_to_all_single from collectives.py, not from alltoall.py).
 #   check   fast_worker --quick (every backend against NCCL, the short path's a2a included)
 #   osu     OSU all-to-all nccl vs symm eager, the tree's collectives.py and the old one in
 #           turns new/old/old/new; then in a CUDA graph (new)
@@ -12,10 +13,8 @@ T0=$(date +%s); DEADLINE=${DEADLINE:-540}; PARTS=${PARTS:-check osu host moe}
 . lab/scripts/parts.sh
 packed_call
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MCR_STALL_S=10
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl > $OUT/pip.log 2>&1
-export PYTHONPATH=/tmp/site:$PYTHONPATH
-cp mcr/collectives.py /tmp/new_collectives.py
+deepspeed_wheels
+cp mcr/collectives.py mcr/comm.py /tmp/
 if has check; then
   run check 120 $R tests/workers/fast_worker.py --quick
   grep -h "OK\|FAIL\|Error" $OUT/check.log | head -6 >> $OUT/summary.txt
@@ -23,12 +22,12 @@ fi
 if has osu; then
   B="-d cuda -t bfloat16 -m 8:2MiB -f 4 --backend nccl,symm --rounds 3"
   for v in new old old new; do
-    if [ $v = old ]; then cp .whl/old/collectives.py mcr/collectives.py
-    else cp /tmp/new_collectives.py mcr/collectives.py; fi
+    if [ $v = old ]; then cp .whl/old/collectives.py .whl/old/comm.py mcr/
+    else cp /tmp/collectives.py /tmp/comm.py mcr/; fi
     echo "== $v" >> $OUT/osu_a2a.log
     run osu_a2a 45 $R -m benchmarks.osu_alltoall $B -i 50 -x 5 -c --max-seconds 0.3
   done
-  cp /tmp/new_collectives.py mcr/collectives.py
+  cp /tmp/collectives.py /tmp/comm.py mcr/
   grep -h "^==\|symm  \|nccl  " $OUT/osu_a2a.log | cut -c1-120 >> $OUT/summary.txt
   run osu_a2a_graph 50 $R -m benchmarks.osu_alltoall $B -i 10 -x 2 --batch 20 --graph
   grep -h "^ " $OUT/osu_a2a_graph.log >> $OUT/summary.txt

@@ -10,9 +10,7 @@ T0=$(date +%s); DEADLINE=${DEADLINE:-500}; PARTS=${PARTS:-moe ds eager osu}
 . lab/scripts/parts.sh
 packed_call
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MCR_STALL_S=10
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl > $OUT/pip.log 2>&1
-export PYTHONPATH=/tmp/site:$PYTHONPATH
+deepspeed_wheels
 if has moe; then
   run moe 130 $R -m benchmarks.moe --shape large --tokens 16,64 --k 2 \
       --capacity 1.0,uneven --step decode --pairs 7 --out $OUT/moe

@@ -19,3 +19,9 @@ packed_call() {
   echo "# $(date -Iseconds) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$N" > $OUT/summary.txt
 }
 has() { case " ${PARTS:-} " in *" $1 "*) return 0 ;; esac; return 1; }
+# deepspeed_wheels: DeepSpeed and its dependencies from the carried .whl folder into /tmp/site,
+# on PYTHONPATH (the GPU machines have no DeepSpeed).
+deepspeed_wheels() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl > $OUT/pip.log 2>&1
+  export PYTHONPATH=/tmp/site:$PYTHONPATH; }
