@@ -59,7 +59,7 @@ def all_to_all_single(output: torch.Tensor, tensor: torch.Tensor,
              even=even)
     # Backends move flat element counts; views keep the caller's memory.
     w = b.all_to_all(o.view(-1), inp.contiguous().view(-1), out_counts, in_counts, g,
-                     sync=may_sync(async_op))
+                     sync=may_sync(async_op), even=even)
     return finish(w, after, async_op, b)
 
 
@@ -117,5 +117,6 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     def split() -> None:
         for t, v in zip(outs, flat_out.split(out_counts)):
             t.copy_(v.view(t.shape))
-    w = b.all_to_all(flat_out, flat_in, out_counts, in_counts, g, sync=may_sync(async_op))
+    w = b.all_to_all(flat_out, flat_in, out_counts, in_counts, g, sync=may_sync(async_op),
+                     even=even)
     return finish(w, [split], async_op, b)

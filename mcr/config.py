@@ -69,7 +69,8 @@ def _bytes_or_auto(name: str, raw: str) -> float | None:
 
 def _symm_ops(name: str, raw: str) -> tuple[str, ...]:
     """A comma-separated list of the ops symm may serve (all_reduce always)."""
-    allowed = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+    allowed = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all",
+               "all_to_all_uneven")
     ops = tuple(dict.fromkeys(x.strip() for x in raw.split(",") if x.strip()))
     bad = [x for x in ops if x not in allowed]
     if bad:

@@ -91,9 +91,9 @@ def _run(cmd: list[str], env: dict[str, str] | None, timeout: float, check: bool
 
 
 # Modules of in-process tests (and a few short multi-process ones): all of them are quick.
-QUICK_MODULES = ("test_tables", "test_fast", "test_symm", "test_symm_ll_model", "test_measure",
-                 "test_ops", "test_verdict", "test_decide", "test_layout", "test_docs",
-                 "test_dispatcher", "test_ds_names")
+QUICK_MODULES = ("test_tables", "test_fast", "test_symm", "test_symm_ll_model", "test_symm_uneven",
+                 "test_measure", "test_ops", "test_verdict", "test_decide", "test_layout",
+                 "test_docs", "test_dispatcher", "test_ds_names")
 # From the multi-process modules, the core checks: each library and launcher once, mixing by a
 # table, the errors that must never be silent, each integration once.
 QUICK_TESTS = (

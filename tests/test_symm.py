@@ -60,7 +60,7 @@ def _cpu_staging(graphs: GraphCache, ll: object = None) -> object:
     st.scratch, st.name, st.plans = torch.empty_like(st.buf), "g", {}
     st.graphs, st.ll, st.calls = graphs, ll, 0
     st.dev, st.last_sid = torch.device("cpu"), None   # streams need CUDA
-    st.moving, st.unrepeated = {}, 0
+    st.moving, st.unrepeated, st.uneven = {}, 0, 0
     return st
 
 
@@ -158,8 +158,8 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     broadcast and all-to-all by default; MCR_SYMM_OPS=all_reduce leaves them to the others);
     symm declines blocks past the low-latency kernel's limit for the group's size
     (auto: 2 MiB pushed per rank), reduce-scatters other than sum/avg of bf16/fp32, uneven
-    all-to-alls and groups past 8 ranks. Served calls reach the kernel with blocks of n bytes
-    and give the right results (the kernel stood in)."""
+    all-to-alls (unless MCR_SYMM_OPS names them) and groups past 8 ranks. Served calls reach
+    the kernel with blocks of n bytes and give the right results (the kernel stood in)."""
     from mcr.config import Config
     S, A = tdist.ReduceOp.SUM, tdist.ReduceOp.AVG
     off = SymmBackend(Config(symm_ops=("all_reduce",)))
@@ -181,7 +181,7 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     assert "exceed" in be.decline_key(key("all_to_all", 4 * 349526, 4))
     uneven = make_key("all_to_all", 2, 64, torch.bfloat16, "cuda", None, "standalone",
                       even=False)
-    assert "equal-split" in be.decline_key(uneven)
+    assert "all_to_all_uneven" in be.decline_key(uneven)
     ll = _LLStandin(1 << 20)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
     monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)

@@ -4,10 +4,12 @@ The kernel's safety rests on an argument, not on a barrier: a rank writes the re
 call k+2 (same parity) only after it heard from every peer in call k+1, which each peer sent
 after it had read call k's. GPUs here run a few schedules; this model runs thousands, with
 ranks and threads advancing in random order (one rank often far ahead), and mixed sequences of
-all-reduce, all-gather, reduce-scatter and broadcast from changing roots. A stand-in for the
+all-reduce, all-gather, reduce-scatter, broadcast from changing roots and all-to-alls with
+random split sizes (empty blocks included). A stand-in for the
 kernel's memory and threads, not for its arithmetic: what it checks is that every call ends
 (a line overwritten before it was read would leave its reader polling forever) and that every
-rank's result is right. Keep it in step with symm/ll.cu's ll_call and ll_broadcast.
+rank's result is right. Keep it in step with symm/ll.cu's ll_call, ll_broadcast and
+mcr_ll_a2av.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 AR, AG, RS, BC = 0, 1, 2, 3     # symm/ll.cu's op codes
+AV = 5                          # mcr_ll_a2av, the all-to-all with split sizes (its own kernel)
 WAIT, STEP = "wait", "step"
 
 
@@ -101,6 +104,34 @@ def _broadcast(root: int, me: Rank, ranks: list[Rank], data: list[int], words: r
                 yield from _poll(me, (par, s, token), seq)
 
 
+def _uneven(me: Rank, ranks: list[Rank], src: list[list[int]], dst: list[list[int]],
+            sends: list[int], recvs: list[int], b: int, t: int, nblocks: int, threads: int,
+            seq: int, tokens: bool) -> Iterator[str]:
+    """mcr_ll_a2av's thread: src[p] goes to rank p, dst[s] comes from rank s; thread 0 of
+    each block sends a token line where its data does not reach the block's first line, and
+    waits for the peers' likewise."""
+    r, w, par = me.rank, me.world, seq & 1
+    first, stride, token = b * threads + t, nblocks * threads, b * threads
+    for p in ((r + q) % w for q in range(1, w)):
+        for i in range(first, sends[p], stride):
+            ranks[p].mem[(par, r, i)] = (src[p][i], seq)
+            yield STEP
+        if t == 0 and tokens and token >= sends[p]:
+            ranks[p].mem[(par, r, token)] = (0, seq)
+            yield STEP
+    for i in range(first, sends[r], stride):
+        dst[r][i] = src[r][i]
+    for s in range(w):
+        if s == r:
+            continue
+        for i in range(first, recvs[s], stride):
+            yield from _poll(me, (par, s, i), seq)
+            dst[s][i] = me.mem[(par, s, i)][0]
+            yield STEP
+        if t == 0 and tokens and token >= recvs[s]:
+            yield from _poll(me, (par, s, token), seq)
+
+
 def _expected(op: int, root: int, inputs: list[list[int]], n: int, r: int) -> list[int]:
     if op == AR:
         return [sum(x[i] for x in inputs) for i in range(n)]
@@ -112,9 +143,12 @@ def _expected(op: int, root: int, inputs: list[list[int]], n: int, r: int) -> li
 
 
 def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 2,
-        threads: int = 2, parity: bool = True, tokens: bool = True) -> str | None:
-    """Run every rank through `calls` ((op, root, n words)) under one random schedule; None if
-    every call ended with the right result on every rank, else what went wrong."""
+        threads: int = 2, parity: bool = True, tokens: bool = True,
+        uneven_grid: str = "group") -> str | None:
+    """Run every rank through `calls` ((op, root, n words; AV: n the largest block)) under one
+    random schedule; None if every call ended with the right result on every rank, else what
+    went wrong. uneven_grid: "group" (every rank launches the group's largest grid, as
+    ll.py does) or "own" (each rank sizes it by its own splits, what the model must catch)."""
     rng = random.Random(seed)
     ranks = [Rank(r, world, blocks) for r in range(world)]
     speed = [rng.choice((1, 1, 8)) for _ in range(world)]    # some ranks race ahead
@@ -122,8 +156,27 @@ def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 
     results: dict[tuple[int, int], list[int]] = {}
     live: dict[int, dict] = {}
 
+    splits: dict[int, list[list[int]]] = {}     # AV call -> words rank s sends rank p
+
+    def launch_uneven(r: int, k: int, n: int) -> None:
+        m = splits.setdefault(k, [[rng.choice((0, rng.randint(1, n))) for _ in range(world)]
+                                  for _ in range(world)])
+        sends, recvs = m[r], [m[s][r] for s in range(world)]
+        src = [[rng.randrange(1, 100) + 100 * r + 1000 * k for _ in range(c)] for c in sends]
+        inputs.setdefault(k, [[] for _ in range(world)])[r] = src
+        dst = [[-1] * c for c in recvs]
+        nb = blocks if uneven_grid == "group" else \
+            max(1, min(blocks, -(-max(sends + recvs) // threads)))
+        seqs = [ranks[r].seqs[b] + 1 for b in range(nb)]
+        gens = [_uneven(ranks[r], ranks, src, dst, sends, recvs, b, t, nb, threads, seqs[b],
+                        tokens) for b in range(nb) for t in range(threads)]
+        live[r] = {"gens": gens, "dst": dst, "seqs": seqs, "call": k}
+
     def launch(r: int, k: int) -> None:
         op, root, n = calls[k]
+        if op == AV:
+            launch_uneven(r, k, n)
+            return
         src = [rng.randrange(1, 100) + 100 * r + 1000 * k
                for _ in range(n * world if op == RS else n)]
         inputs.setdefault(k, [[] for _ in range(world)])[r] = list(src)
@@ -156,20 +209,22 @@ def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 
         if not live[r]["gens"]:     # the kernel ended: the next call is launched behind it
             st = live.pop(r)
             ranks[r].seqs[:len(st["seqs"])] = st["seqs"]
-            results[(st["call"], r)] = list(st["dst"])
+            results[(st["call"], r)] = [list(x) for x in st["dst"]] \
+                if calls[st["call"]][0] == AV else list(st["dst"])
             if st["call"] + 1 < len(calls):
                 launch(r, st["call"] + 1)
     for (k, r), got in sorted(results.items()):
         op, root, n = calls[k]
-        want = _expected(op, root, inputs[k], n, r)
+        want = [inputs[k][s][r] for s in range(world)] if op == AV else \
+            _expected(op, root, inputs[k], n, r)
         if got != want:
             return f"call {k} (op {op}, root {root}) on rank {r}: {got} != {want}"
     return None
 
 
-def _calls(rng: random.Random, count: int, world: int = 3) -> list[tuple[int, int, int]]:
-    return [(rng.choice((AR, AG, RS, BC)), rng.randrange(world), rng.randint(1, 9))
-            for _ in range(count)]
+def _calls(rng: random.Random, count: int, world: int = 3,
+           ops: tuple[int, ...] = (AR, AG, RS, BC, AV)) -> list[tuple[int, int, int]]:
+    return [(rng.choice(ops), rng.randrange(world), rng.randint(1, 9)) for _ in range(count)]
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -197,3 +252,22 @@ def test_a_broadcast_without_tokens_fails_the_model() -> None:
     calls = [(BC, 0, 4)] * 8
     assert any(run(3, calls, seed, tokens=False) is not None for seed in range(100))
     assert all(run(3, calls, seed) is None for seed in range(100))
+
+
+def test_uneven_all_to_alls_without_tokens_fail_the_model() -> None:
+    """All-to-alls whose splits leave a block without data from a peer: without the tokens
+    that block hears nothing from it, and a rank racing ahead overwrites lines a peer has not
+    read (the model sees it)."""
+    calls = [(AV, 0, 5)] * 8
+    assert any(run(3, calls, seed, tokens=False) is not None for seed in range(100))
+    assert all(run(3, calls, seed) is None for seed in range(100))
+
+
+def test_an_uneven_grid_sized_by_each_rank_fails_the_model() -> None:
+    """Each rank sizing the uneven kernel's grid by its own splits puts the ranks' per-block
+    call numbers out of step (blocks run on one rank and not on its peer): the model sees it,
+    so the group-wide grid of the test above matters."""
+    rng = random.Random(3)
+    calls = [_calls(rng, 10, 3, (AV, AR)) for _ in range(60)]
+    assert any(run(3, c, seed, uneven_grid="own") is not None for seed, c in enumerate(calls))
+    assert all(run(3, c, seed) is None for seed, c in enumerate(calls))

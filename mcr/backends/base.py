@@ -132,8 +132,10 @@ class Backend:
         return self._refuse("reduce_scatter")
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
-        """Block i of inp goes to rank i; counts are elements per rank, flat buffers."""
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work:
+        """Block i of inp goes to rank i; counts are elements per rank, flat buffers; even:
+        the call's key says every block of every rank is the same size."""
         return self._refuse("all_to_all")
 
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:

@@ -190,7 +190,8 @@ class MpiBackend(Issuing, Backend):
                           self._avg(ho, avg, g.size) + after, (hi, ho, inp, out), sync=sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work | None:
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work | None:
         """MPI_Alltoallv of bytes (non-blocking form always: counts may differ by rank)."""
         (hi, ho), after = self._stage([(inp, True), (out, False)])
         es = inp.element_size()

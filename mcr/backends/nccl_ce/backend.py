@@ -132,7 +132,8 @@ class NcclCeBackend(Backend):
         return self._run(ALL_GATHER, out, inp, g, sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work:
         """Equal-split all_to_all_single on the zero-CTA communicator."""
         return self._run(ALL_TO_ALL, out, inp, g, sync)
 

@@ -167,7 +167,8 @@ class SdmaBackend(Backend):
         return self._stream_work("all_gather", b * g.size, g, st.last_sid, sync=sync)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work:
         """Block p of inp -> rank p; equal splits only (the dispatcher guarantees it)."""
         st = self._state(g)
         if self.engine == "mori":

@@ -33,6 +33,8 @@ from ..cuda.symm_mem import rendezvous, symm_empty
 from . import ll as LL
 from .ll import CALL_LIMIT, LLGroup, auto_bytes, region_bytes, unavailable
 
+UNEVEN = "all_to_all_uneven"     # MCR_SYMM_OPS's name for all-to-alls with split sizes
+
 R = tdist.ReduceOp
 _AVG = R.AVG   # reduce ops reach backends as torch's own enum values (singletons): `is` holds
 DTYPES = (torch.bfloat16, torch.float32)   # what torch's kernels dispatch on
@@ -84,6 +86,7 @@ class _Staging:
         # of that kind whose addresses have no graph are launched directly (in unrepeated).
         self.moving: dict[tuple, int] = {}
         self.unrepeated = 0
+        self.uneven = 0      # all-to-alls with split sizes (never captured)
 
     def retire_ll(self) -> None:
         """Leave the low-latency kernel for good (its call numbers would come round): every
@@ -134,7 +137,7 @@ class SymmBackend(Backend):
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.serves = frozenset({ALL_REDUCE, *cfg.symm_ops})
+        self.serves = frozenset({ALL_REDUCE, *cfg.symm_ops} - {UNEVEN})
         self._groups: dict[int, _Staging] = {}
         self.ops = torch.ops.symm_mem
         # Older torch lacks the variant that copies the input inside the kernel.
@@ -143,14 +146,15 @@ class SymmBackend(Backend):
     def decline_key(self, key: CallKey) -> str | None:
         """CUDA, 1..8 ranks (one rank: the same kernels with their peers' part left out, which
         lets a one-GPU machine test this path); all-reduce sum/avg of bf16/fp32 up to
-        MCR_SYMM_MAX_BYTES; all-gather, broadcast and equal-split all-to-all (any dtype) and
-        reduce-scatter (as all-reduce) of blocks the low-latency kernel takes."""
+        MCR_SYMM_MAX_BYTES; all-gather, broadcast and all-to-all (any dtype; with split sizes
+        where MCR_SYMM_OPS says so, keyed on the largest block) and reduce-scatter (as
+        all-reduce) of blocks the low-latency kernel takes."""
         if key.device != "cuda":
             return f"symm serves GPU tensors only, not {key.device}"
         if not 1 <= key.group_size <= 8:
             return f"symm kernels are built for up to 8 ranks, not {key.group_size}"
-        if key.op == ALL_TO_ALL and not key.even:
-            return "symm serves equal-split all-to-all only"
+        if key.op == ALL_TO_ALL and not key.even and UNEVEN not in self.cfg.symm_ops:
+            return f"symm serves all-to-alls with split sizes only where MCR_SYMM_OPS has {UNEVEN}"
         if key.op != ALL_REDUCE:
             whole = key.op == BROADCAST     # its root pushes the whole tensor to each peer
             block = key.nbytes if whole else key.nbytes // key.group_size
@@ -206,6 +210,8 @@ class SymmBackend(Backend):
                 + (f"; {st.unrepeated} calls launched without capture (their addresses kept "
                    f"changing: {sum(v >= MOVING for v in st.moving.values())} sizes)"
                    if st.unrepeated else "")
+                + (f"; {st.uneven} all-to-alls with split sizes launched directly"
+                   if st.uneven else "")
                 for gid, st in sorted(self._groups.items())]
 
     def all_reduce(self, t: torch.Tensor, redop: Any, g: Group, *, sync: bool = False) -> Work:
@@ -291,13 +297,29 @@ class SymmBackend(Backend):
         return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work:
-        """Block p of inp -> rank p, equal splits (the dispatcher guarantees it), on the
-        low-latency kernel (NCCL on the group where its ranks cannot all run it)."""
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work:
+        """Block p of inp -> rank p, on the low-latency kernel (NCCL on the group where its
+        ranks cannot all run it); even: equal splits, else split sizes (the key said which,
+        alike on every rank; each rank's splits alone may look equal)."""
+        if not even:
+            return self._uneven(out, inp, out_counts, in_counts, g, sync)
         n = in_counts[0] * inp.element_size()
         self._ll_call(g, (ALL_TO_ALL, out.data_ptr(), inp.data_ptr(), n),
                       lambda ll: ll.issue(LL.ALL_TO_ALL, inp, out, n, False),
                       lambda pg: tdist.all_to_all_single(out, inp, group=pg))
+        return None if sync else self._stream_work(ALL_TO_ALL, inp.nbytes, g)
+
+    def _uneven(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
+                in_counts: list[int], g: Group, sync: bool) -> Work:
+        """all_to_all with split sizes, launched directly: its splits change call by call (a
+        drop-less MoE layer's routing), so a captured graph would rarely be replayed."""
+        st, _ = self._enter(g)
+        if st.ll is None:
+            tdist.all_to_all_single(out, inp, out_counts, in_counts, group=g.handles[self.name])
+        else:
+            st.ll.issue_uneven(inp, out, in_counts, out_counts)
+            st.uneven += 1
         return None if sync else self._stream_work(ALL_TO_ALL, inp.nbytes, g)
 
     def broadcast(self, t: torch.Tensor, root: int, g: Group, *, sync: bool = False) -> Work:

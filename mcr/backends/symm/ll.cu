@@ -1,6 +1,6 @@
 // mcr's low-latency collectives for small messages (ll.py compiles this with NVRTC):
 // all-reduce, all-gather, reduce-scatter, broadcast and equal-split all-to-all of a block of n
-// bytes per rank.
+// bytes per rank (ll_call), and all-to-all with split sizes (mcr_ll_a2av, at the end).
 //
 // Each rank pushes its data into every peer's receive region as 16-byte lines that carry 8 bytes
 // of data and the call's sequence number twice (one per 8-byte half, each written whole). A
@@ -143,6 +143,19 @@ __device__ __forceinline__ void ll_broadcast(int root, unsigned char* data, u64 
         get_line(mine + ((area + s) * cap + token) * 16, seq, timeout_ns, rank, s);
 }
 
+// The block's number for this call (one past its last). Launched early (programmatic dependent
+// launch, MCR_SYMM_PDL) the kernel is resident while the kernel before it drains; it waits here
+// until that one's writes are visible. Launched plainly the wait returns at once.
+__device__ __forceinline__ u32 begin_call(const u32* seqs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  __shared__ u32 s_seq;
+  if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
+  __syncthreads();
+  return s_seq;
+}
+
 // One call of `op` on blocks of n bytes. all-reduce and broadcast (from root): src == dst, n
 // bytes; all-gather: src n bytes, dst world x n; reduce-scatter: src world x n, dst n.
 // regions: world addresses, each rank's receive area (2 parities x world sources x cap lines of
@@ -152,16 +165,7 @@ template <bool BF16>
 __device__ __forceinline__ void ll_call(int op, int root, u64 src, u64 dst, u64 n,
                                         const u64* regions, int rank, int world, u32* seqs,
                                         u64 cap, int avg, u64 timeout_ns) {
-  // Launched early (programmatic dependent launch, MCR_SYMM_PDL) the kernel is resident while
-  // the kernel before it drains; it waits here until that one's writes are visible. Launched
-  // plainly this returns at once.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  __shared__ u32 s_seq;
-  if (threadIdx.x == 0) s_seq = seqs[blockIdx.x] + 1;
-  __syncthreads();
-  const u32 seq = s_seq;
+  const u32 seq = begin_call(seqs);
   const unsigned char* in = reinterpret_cast<const unsigned char*>(src);
   unsigned char* out = reinterpret_cast<unsigned char*>(dst);
   const u64 nwords = (n + 7) / 8;
@@ -219,4 +223,51 @@ extern "C" __global__ void __launch_bounds__(512)
 mcr_ll_bf16(int op, int root, u64 src, u64 dst, u64 n, const u64* regions, int rank, int world,
             u32* seqs, u64 cap, int avg, u64 timeout_ns) {
   ll_call<true>(op, root, src, dst, n, regions, rank, world, seqs, cap, avg, timeout_ns);
+}
+
+// An all-to-all with split sizes (MCR_SYMM_OPS all_to_all_uneven): this rank's bytes to each
+// peer and from each peer, with their offsets in src and dst (the ranks agreed on them before
+// the call). Each block hears from every peer every call, as the parity argument needs, whatever
+// the splits: thread 0 sends each peer a token line at the block's first line where its data
+// does not reach that far, and waits for each peer's likewise (a broadcast's tokens, for every
+// pair). The grid is the group's largest (ll.py's LLGroup.uneven_grid), the same on every rank
+// whatever the splits, so the per-block call numbers stay in step; word i is still handled by
+// block (i / 512) % 64.
+struct Splits {
+  u64 send_off[8], send_n[8], recv_off[8], recv_n[8];
+};
+
+extern "C" __global__ void __launch_bounds__(512)
+mcr_ll_a2av(u64 src, u64 dst, const u64* regions, int rank, int world, u32* seqs, u64 cap,
+            u64 timeout_ns, Splits sp) {
+  const u32 seq = begin_call(seqs);
+  const unsigned char* in = reinterpret_cast<const unsigned char*>(src);
+  unsigned char* out = reinterpret_cast<unsigned char*>(dst);
+  const u64 area = (u64)(seq & 1) * world;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const u64 token = (u64)blockIdx.x * blockDim.x;
+  for (int q = 1; q < world; ++q) {
+    const int peer = (rank + q) % world;
+    const u64 n = sp.send_n[peer], nwords = (n + 7) / 8;
+    const unsigned char* blk = in + sp.send_off[peer];
+    const u64 base = regions[peer] + (area + rank) * cap * 16;
+    for (u64 i = first; i < nwords; i += stride) put_line(base + i * 16, load_word(blk, i, n), seq);
+    if (threadIdx.x == 0 && token >= nwords) put_line(base + token * 16, make_uint2(0, 0), seq);
+  }
+  {
+    const u64 n = sp.send_n[rank], nwords = (n + 7) / 8;
+    for (u64 i = first; i < nwords; i += stride)
+      store_word(out + sp.recv_off[rank], i, n, load_word(in + sp.send_off[rank], i, n));
+  }
+  const u64 mine = regions[rank];
+  for (int s = 0; s < world; ++s) {
+    if (s == rank) continue;
+    const u64 n = sp.recv_n[s], nwords = (n + 7) / 8;
+    const u64 base = mine + (area + s) * cap * 16;
+    for (u64 i = first; i < nwords; i += stride)
+      store_word(out + sp.recv_off[s], i, n, get_line(base + i * 16, seq, timeout_ns, rank, s));
+    if (threadIdx.x == 0 && token >= nwords) get_line(base + token * 16, seq, timeout_ns, rank, s);
+  }
+  if (threadIdx.x == 0) seqs[blockIdx.x] = seq;
 }

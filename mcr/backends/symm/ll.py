@@ -1,6 +1,6 @@
 """symm's low-latency collectives: each rank pushes its data to its peers with the call's number
 in every line (ll.cu), so a small all-reduce, all-gather, reduce-scatter, broadcast or
-equal-split all-to-all needs no barrier.
+all-to-all (equal splits, or with split sizes) needs no barrier.
 
 torch's one-shot kernel takes ~10 us on 2 H200s at any small size: a barrier before it reads its
 peers' buffers, one after. Here the data
@@ -30,19 +30,28 @@ LINE = 16              # bytes a line takes in a receive region: 8 of data, two 
 AUTO_PUSH = 2 * 2**20
 CALL_LIMIT = 2**31     # a group's calls before a block's number could come round to a stale line's
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_f32", torch.bfloat16: "mcr_ll_bf16"}
+UNEVEN = "mcr_ll_a2av"     # the all-to-all with split sizes
+MAX_WORLD = 8              # ll.cu's Splits holds this many peers
+
+
+class Splits(ctypes.Structure):
+    """ll.cu's Splits, passed by value: bytes and byte offsets to and from each rank."""
+    _fields_ = [(f, ctypes.c_uint64 * MAX_WORLD)
+                for f in ("send_off", "send_n", "recv_off", "recv_n")]
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL = 0, 1, 2, 3, 4  # op codes
 MOVES_BYTES = (ALL_GATHER, BROADCAST, ALL_TO_ALL)   # ops that sum nothing: the fp32 form serves
 
 
 @functools.cache
-def _build() -> tuple[dict[torch.dtype, Any] | None, str | None]:
-    """(the compiled kernels by dtype, None), or (None, why they cannot be built here): once
-    per process."""
+def _build() -> tuple[dict[Any, Any] | None, str | None]:
+    """(the compiled kernels by dtype, and UNEVEN's, None), or (None, why they cannot be built
+    here): once per process."""
     try:
         import cupy
         src = Path(__file__).with_name("ll.cu").read_text()
         mod = cupy.RawModule(code=src, options=("--std=c++17",))
-        return {dt: mod.get_function(name) for dt, name in _KERNELS.items()}, None
+        return {k: mod.get_function(name) for k, name in (*_KERNELS.items(),
+                                                            (UNEVEN, UNEVEN))}, None
     except Exception as e:  # noqa: BLE001 - any failure means: keep torch's kernels
         return None, f"the low-latency kernel is unavailable ({type(e).__name__}: {e})"
 
@@ -106,6 +115,16 @@ class LLGroup:
         self.params = (ctypes.c_void_p * len(self.args))(
             *[ctypes.addressof(a) for a in self.args])
         self.params_ptr = ctypes.addressof(self.params)
+        # The uneven kernel's: src, dst, regions, rank, world, seqs, cap, timeout, splits. Its
+        # grid is the group's largest, whatever the call's splits: every rank launches the same.
+        self.splits = Splits()
+        self.uneven_grid = grid(ll_bytes)
+        self.uargs = (u64(), u64(), u64(self.regions.data_ptr()), i32(self.rank),
+                      i32(self.world), u64(self.seqs.data_ptr()), u64(self.cap),
+                      u64(self.timeout_ns), self.splits)
+        self.uparams = (ctypes.c_void_p * len(self.uargs))(
+            *[ctypes.addressof(a) for a in self.uargs])
+        self.uparams_ptr = ctypes.addressof(self.uparams)
 
     def issue(self, op: int, src: torch.Tensor, dst: torch.Tensor, n: int, avg: bool,
               root: int = 0) -> None:
@@ -118,3 +137,22 @@ class LLGroup:
         a[0].value, a[1].value, a[10].value = op, root, 1 if avg else 0
         a[2].value, a[3].value, a[4].value = src.data_ptr(), dst.data_ptr(), n
         self._launch(func, grid(n), THREADS, raw_stream(self.device), self.params_ptr)
+
+    def issue_uneven(self, src: torch.Tensor, dst: torch.Tensor, in_counts: list[int],
+                     out_counts: list[int]) -> None:
+        """Enqueue an all-to-all with split sizes on the current stream: in_counts[p] elements
+        of src (flat, contiguous, in rank order) to rank p, out_counts[s] from rank s into dst
+        (the ranks agreed on the splits, each at most ll_bytes). One caller thread at a time."""
+        es = src.element_size()
+        sp = self.splits
+        off = 0
+        for p, c in enumerate(in_counts):
+            sp.send_off[p], sp.send_n[p] = off, c * es
+            off += c * es
+        off = 0
+        for p, c in enumerate(out_counts):
+            sp.recv_off[p], sp.recv_n[p] = off, c * es
+            off += c * es
+        self.uargs[0].value, self.uargs[1].value = src.data_ptr(), dst.data_ptr()
+        self._launch(self.functions[UNEVEN], self.uneven_grid, THREADS,
+                     raw_stream(self.device), self.uparams_ptr)

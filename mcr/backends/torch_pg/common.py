@@ -162,7 +162,8 @@ class TorchPGBackend(Backend):
         return self._done("reduce_scatter", inp, g, w, here)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],
-                   in_counts: list[int], g: Group, *, sync: bool = False) -> Work | None:
+                   in_counts: list[int], g: Group, *, sync: bool = False,
+                   even: bool = True) -> Work | None:
         """all_to_all_single with element splits on the ProcessGroup."""
         if inp.is_complex():   # splits count complex elements; the real view has two each
             out_counts, in_counts = [2 * c for c in out_counts], [2 * c for c in in_counts]
