@@ -147,12 +147,14 @@ def test_mori_engine_against_standin() -> None:
 def test_symm_gpu() -> None:
     """symm against NCCL on every GPU of this node, one included: each size form and offset,
     repeated buffers replayed from CUDA graphs, and calls on two streams left unordered; again
-    with all-reduce and broadcast alone on symm (MCR_SYMM_OPS=all_reduce,broadcast)."""
+    with all-reduce and broadcast alone on symm (MCR_SYMM_OPS=all_reduce,broadcast), and with
+    all-to-alls with split sizes on it too (all_to_all_uneven)."""
     out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300)
     assert out.count(" checks") == gpus()
-    out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300,
-                  env={"MCR_SYMM_OPS": "all_reduce,broadcast"})
-    assert out.count(" checks") == gpus()
+    for ops in ("all_reduce,broadcast", "all_reduce,all_to_all,all_to_all_uneven"):
+        out = run_mpi(gpus(), "fast_worker.py", "--symm-only", timeout=300,
+                      env={"MCR_SYMM_OPS": ops})
+        assert out.count(" checks") == gpus()
 
 
 @pytest.mark.gpu

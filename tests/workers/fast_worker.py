@@ -393,6 +393,36 @@ def t_symm_moving(numel: int, calls: int = 120) -> None:
             check(f"symm all_gather moving #{i} n={numel}", out, want)
 
 
+def t_symm_uneven(calls: int = 60, row: int = 64) -> None:
+    """symm's all-to-all with split sizes against NCCL's, bit for bit: random row splits the
+    same on every rank (empty blocks, everything to one rank, and all equal, which the key
+    sends to the equal-split kernel), the same splits twice in a row, and equal-split
+    all-to-alls between them (the two kernels share the per-block call numbers)."""
+    rng = random.Random(7)
+    most = 1000      # rows a block: 128 KiB of bf16, within the 4-rank low-latency limit
+    for i in range(calls):
+        kind = rng.choice(("random", "random", "one", "equal"))
+        if kind == "equal":
+            c = rng.randint(0, most)
+            m = [[c] * N for _ in range(N)]
+        elif kind == "one":      # every rank routes everything to one rank
+            to = rng.randrange(N)
+            m = [[rng.randint(1, most) if p == to else 0 for p in range(N)] for _ in range(N)]
+        else:
+            m = [[rng.choice((0, rng.randint(1, most))) for _ in range(N)] for _ in range(N)]
+        ins, outs = m[ME], [m[s][ME] for s in range(N)]
+        dt = rng.choice((torch.bfloat16, torch.float32, torch.uint8))
+        x = data(sum(ins) * row, dt, salt(), ME, True).view(-1, row)
+        want = torch.empty(sum(outs), row, dtype=dt, device=DEV)
+        dist.all_to_all_single(want, x, outs, ins, backend="nccl")
+        for rep in range(2 if i % 3 == 0 else 1):
+            got = torch.full_like(want, 5)
+            dist.all_to_all_single(got, x, outs, ins, backend="symm")
+            check(f"symm all_to_all uneven #{i}.{rep} {kind} {dt} splits={ins}", got, want)
+        if i % 4 == 0:
+            t_all_to_all("symm", torch.bfloat16, rng.choice((1, 300, 4096)))
+
+
 def t_symm() -> None:
     """symm against NCCL: every size form and offset (the low-latency kernel's sizes, its
     limit, torch's kernels' above, in turn on one group), repeated buffers (graph replays), and
@@ -425,11 +455,16 @@ def t_symm() -> None:
         if "all_gather" in ops:
             t_symm_ll_ops(4099, dt)
     t_symm_moving(1000)
+    if "all_to_all_uneven" in ops:
+        t_symm_uneven()
     note = " ".join(r["text"] for r in dist.log_summary(return_dict=True)
                     if r["kind"] == "note" and r["backend"] == "symm")
     if (from_env().symm_ll_bytes != 0 and importlib.util.find_spec("cupy")
             and "on mcr's low-latency kernel" not in note):
         raise AssertionError(f"symm: the low-latency kernel did not serve ({note})")
+    if "on mcr's low-latency kernel" in note and "all_to_all_uneven" in ops and \
+            "with split sizes launched directly" not in note:
+        raise AssertionError(f"symm: no all-to-all with split sizes reached the kernel ({note})")
     if ME == 0:
         print(f"symm: {note}", flush=True)
 
