@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# For the next 2x or 4x H200 lease (written 2026-11-29, when only 1x was lent): symm's
+# all-to-all with split sizes (MCR_SYMM_OPS all_to_all_uneven) across GPUs. Carry .whl
+# (DeepSpeed's wheels, for moe). Predictions: check all OK; the uneven curve's rules pick symm
+# below ~256 KiB a block (as the equal-split curve does) and NCCL above; drop-less MoE decode
+# (16 and 64 tokens, top-2) from ~1.0x to 1.05-1.10x of plain where symm serves.
+#   check   fast_worker --symm-only with uneven on symm (against NCCL bit for bit), and
+#           tests/test_symm_ll_gpu.py (ranks as streams on GPU 0)
+#   tune    the shipped table for these GPUs resumed from its CSV with its uneven rows left
+#           out, so that curve is measured again with symm serving it
+#   moe     benchmarks.moe drop-less decode: the shipped table (uneven on NCCL) and the new
+#           one with uneven on symm, 9 pairs each
+set -u
+T0=$(date +%s); DEADLINE=${DEADLINE:-560}; PARTS=${PARTS:-check tune moe}
+. lab/scripts/parts.sh
+packed_call
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MCR_STALL_S=10
+UNEVEN=all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,all_to_all_uneven
+STEM=$OUT/tune/nvidia-h200_np$N
+deepspeed_wheels
+if has check; then
+  run check 150 env MCR_SYMM_OPS=$UNEVEN $R tests/workers/fast_worker.py --symm-only
+  grep -h "OK\|FAIL\|Error\|symm:" $OUT/check.log | cut -c1-300 | head -8 >> $OUT/summary.txt
+  run ll_gpu 60 python3 -m pytest -q -p no:cacheprovider tests/test_symm_ll_gpu.py
+  tail -1 $OUT/ll_gpu.log >> $OUT/summary.txt
+fi
+if has tune; then
+  mkdir -p $OUT/tune
+  python3 - tuning_tables/nvidia-h200_np$N.csv $STEM.partial.csv <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(r for r in rows if r.get("splits") != "uneven")
+print(f"kept {sum(r.get('splits') != 'uneven' for r in rows)} of {len(rows)} rows")
+PY
+  left=$(( DEADLINE - $(date +%s) + T0 - 200 ))
+  run tune $left env MCR_SYMM_OPS=$UNEVEN python3 -m tuner -d cuda -t bfloat16 -m 4:1GiB \
+      --batch 5 --backend nccl,sdma,sdma_pipe,symm --symm sdma --profiles standalone,overlap \
+      --interconnect NVLink --out $STEM
+  grep -h "replayed\|wrote\|Error" $OUT/tune.log | tail -4 >> $OUT/summary.txt
+  grep -h -B2 "splits: uneven" $STEM.yaml | cut -c1-160 >> $OUT/summary.txt
+fi
+if has moe; then
+  M="-m benchmarks.moe --shape large --tokens 16,64 --k 2 --capacity uneven --step decode"
+  run moe_shipped 80 env MCR_SYMM_OPS=$UNEVEN $R $M --pairs 9 --out $OUT/moe_shipped
+  [ -f $STEM.yaml ] && run moe_symm 80 env MCR_SYMM_OPS=$UNEVEN MCR_TUNING_TABLE=$STEM.yaml \
+      $R $M --pairs 9 --out $OUT/moe_symm
+  grep -H "x \[\|waited\|Error\|symm, group" $OUT/moe_*.log | cut -c1-260 | head -20 \
+      >> $OUT/summary.txt
+fi
+cat $OUT/summary.txt
