@@ -5,10 +5,9 @@ call k+2 (same parity) only after it heard from every peer in call k+1, which ea
 after it had read call k's. GPUs here run a few schedules; this model runs thousands, with
 ranks and threads advancing in random order (one rank often far ahead), and mixed sequences of
 all-reduce, all-gather, reduce-scatter, broadcast from changing roots and all-to-alls with
-random split sizes (empty blocks included). A stand-in for the
-kernel's memory and threads, not for its arithmetic: what it checks is that every call ends
-(a line overwritten before it was read would leave its reader polling forever) and that every
-rank's result is right. Keep it in step with symm/ll.cu's ll_call, ll_broadcast and
+random split sizes (empty blocks included). A stand-in for the kernel's memory and threads, not
+for its arithmetic: what it checks is that every call ends (a line overwritten before it was
+read would leave its reader polling forever) and that every rank's result is right. Keep it in step with symm/ll.cu's ll_call, ll_broadcast and
 mcr_ll_a2av.
 """
 
@@ -155,7 +154,6 @@ def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 
     inputs: dict[int, list[list[int]]] = {}
     results: dict[tuple[int, int], list[int]] = {}
     live: dict[int, dict] = {}
-
     splits: dict[int, list[list[int]]] = {}     # AV call -> words rank s sends rank p
 
     def launch_uneven(r: int, k: int, n: int) -> None:
@@ -168,8 +166,9 @@ def run(world: int, calls: list[tuple[int, int, int]], seed: int, blocks: int = 
         nb = blocks if uneven_grid == "group" else \
             max(1, min(blocks, -(-max(sends + recvs) // threads)))
         seqs = [ranks[r].seqs[b] + 1 for b in range(nb)]
-        gens = [_uneven(ranks[r], ranks, src, dst, sends, recvs, b, t, nb, threads, seqs[b],
-                        tokens) for b in range(nb) for t in range(threads)]
+        gens = [_uneven(ranks[r], ranks, src, dst, sends, recvs, b, t, nb, threads,
+                        seqs[b] if parity else 2 * seqs[b], tokens)
+                for b in range(nb) for t in range(threads)]
         live[r] = {"gens": gens, "dst": dst, "seqs": seqs, "call": k}
 
     def launch(r: int, k: int) -> None:

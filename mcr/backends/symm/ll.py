@@ -32,14 +32,14 @@ CALL_LIMIT = 2**31     # a group's calls before a block's number could come roun
 _KERNELS: dict[torch.dtype, str] = {torch.float32: "mcr_ll_f32", torch.bfloat16: "mcr_ll_bf16"}
 UNEVEN = "mcr_ll_a2av"     # the all-to-all with split sizes
 MAX_WORLD = 8              # ll.cu's Splits holds this many peers
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL = 0, 1, 2, 3, 4  # op codes
+MOVES_BYTES = (ALL_GATHER, BROADCAST, ALL_TO_ALL)   # ops that sum nothing: the fp32 form serves
 
 
 class Splits(ctypes.Structure):
     """ll.cu's Splits, passed by value: bytes and byte offsets to and from each rank."""
     _fields_ = [(f, ctypes.c_uint64 * MAX_WORLD)
                 for f in ("send_off", "send_n", "recv_off", "recv_n")]
-ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL = 0, 1, 2, 3, 4  # op codes
-MOVES_BYTES = (ALL_GATHER, BROADCAST, ALL_TO_ALL)   # ops that sum nothing: the fp32 form serves
 
 
 @functools.cache
