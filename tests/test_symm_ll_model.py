@@ -7,8 +7,8 @@ ranks and threads advancing in random order (one rank often far ahead), and mixe
 all-reduce, all-gather, reduce-scatter, broadcast from changing roots and all-to-alls with
 random split sizes (empty blocks included). A stand-in for the kernel's memory and threads, not
 for its arithmetic: what it checks is that every call ends (a line overwritten before it was
-read would leave its reader polling forever) and that every rank's result is right. Keep it in step with symm/ll.cu's ll_call, ll_broadcast and
-mcr_ll_a2av.
+read would leave its reader polling forever) and that every rank's result is right. Keep it
+in step with symm/ll.cu's ll_call, ll_broadcast and mcr_ll_a2av.
 """
 
 from __future__ import annotations
