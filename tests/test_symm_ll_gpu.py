@@ -37,10 +37,11 @@ def _ranks(world: int, pdl: bool) -> list[LL.LLGroup]:
     return groups
 
 
-def _data(rng: random.Random, n: int, dtype: torch.dtype) -> torch.Tensor:
+def _data(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """n random values (any bits for the byte movers)."""
     if dtype in SUMS:
         return torch.randn(n, device="cuda").to(dtype)
-    return torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda").view(dtype)
+    return torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
 
 
 def _sum(xs: list[torch.Tensor], avg: bool, dtype: torch.dtype) -> torch.Tensor:
@@ -65,23 +66,21 @@ def _call(rng: random.Random, world: int) -> tuple:
     avg, root = rng.random() < 0.5, rng.randrange(world)
     if op == "uneven":
         m = [[rng.choice((0, rng.randint(1, n))) for _ in range(world)] for _ in range(world)]
-        ins = [_data(rng, sum(m[r]), dtype) for r in range(world)]
-        outs = [torch.full((sum(m[s][r] for s in range(world)),), 7, dtype=torch.uint8,
-                           device="cuda").view(dtype) if dtype == torch.uint8 else
-                torch.zeros(sum(m[s][r] for s in range(world)), dtype=dtype, device="cuda")
-                for r in range(world)]
+        ins = [_data(sum(m[r]), dtype) for r in range(world)]
+        outs = [torch.full((sum(m[s][r] for s in range(world)),), 7, dtype=dtype,
+                           device="cuda") for r in range(world)]
         blocks = [list(ins[s].split(m[s])) for s in range(world)]
         want = [torch.cat([blocks[s][r] for s in range(world)]) for r in range(world)]
         args = [(ins[r], outs[r], m[r], [m[s][r] for s in range(world)]) for r in range(world)]
         return op, args, outs, want
     nb = n * es
     if op in (LL.ALL_REDUCE, LL.BROADCAST):
-        ins = [_data(rng, n, dtype) for _ in range(world)]
+        ins = [_data(n, dtype) for _ in range(world)]
         keep = [x.clone() for x in ins]
         want = [_sum(keep, avg, dtype)] * world if op == LL.ALL_REDUCE else [keep[root]] * world
         return op, [(op, x, x, nb, avg, root) for x in ins], ins, want
     whole = op in (LL.REDUCE_SCATTER, LL.ALL_TO_ALL)      # world blocks in
-    ins = [_data(rng, world * n if whole else n, dtype) for _ in range(world)]
+    ins = [_data(world * n if whole else n, dtype) for _ in range(world)]
     outs = [torch.zeros(n if op == LL.REDUCE_SCATTER else world * n, dtype=dtype,
                         device="cuda") for _ in range(world)]
     if op == LL.ALL_GATHER:
@@ -101,6 +100,7 @@ def test_low_latency_kernels_give_torch_s_results_on_ranks_that_drift(world: int
     GPU sleeps before their calls (so others race a call or more ahead, the case the two
     regions exist for): every result equals torch's bit for bit."""
     rng = random.Random(world * 10 + pdl)
+    torch.manual_seed(world * 10 + pdl)
     ranks = _ranks(world, pdl)
     streams = [torch.cuda.Stream() for _ in range(world)]
     calls = [_call(rng, world) for _ in range(80)]
