@@ -96,3 +96,14 @@ def test_dispatch_overhead_all_to_all_cpu():
     assert all(ln.rstrip().endswith(("torch.distributed (gloo)",
                                      "torch.distributed (gloo) async+wait")) for ln in lines)
     assert "all_to_all      gloo" in out and "(100.0%)" in out, out[-3000:]
+
+
+def test_osu_alltoallv_checks_uneven_splits_on_gloo():
+    """benchmarks.osu_alltoallv on 2 Gloo ranks: skewed split sizes (empty blocks included),
+    every result checked against each rank's rebuilt data (-c), a row per size and backend."""
+    out = run_torchrun(2, "benchmarks/osu_alltoallv.py", "-d", "cpu", "-c", "-m", "8:4KiB",
+                       "-f", "8", "--backend", "auto,gloo", "-i", "3", "-x", "1")
+    assert "all_to_all with split sizes" in out, out[-3000:]
+    rows = [ln.split() for ln in out.splitlines() if ln[:12].strip().isdigit()]
+    assert [(r[0], r[1]) for r in rows] == [(s, b) for s in ("8", "64", "512", "4096")
+                                            for b in ("auto=gloo", "gloo")], out[-3000:]

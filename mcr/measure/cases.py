@@ -124,4 +124,6 @@ def broadcast(ctx: Ctx, size: int) -> Case:
 BENCHES = {b.op: b for b in (Bench("all_reduce", all_reduce), Bench("all_gather", all_gather),
                              Bench("reduce_scatter", reduce_scatter),
                              Bench("all_to_all", all_to_all), Bench("broadcast", broadcast))}
-UNEVEN = Bench("all_to_all", all_to_all_uneven)   # the tuner's `splits: uneven` pass
+# The tuner's `splits: uneven` pass, and benchmarks/osu_alltoallv.py.
+UNEVEN = Bench("all_to_all", all_to_all_uneven,
+               "mcr OSU-style all_to_all with split sizes (OSU's osu_alltoallv)")

@@ -62,7 +62,7 @@ def run(bench: Bench, argv: list[str] | None = None) -> list[dict[str, Any]]:
 def _header(bench: Bench, ctx: Ctx, args: argparse.Namespace) -> None:
     now = datetime.datetime.now().isoformat(timespec="seconds")
     dev = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
-    print(f"# mcr OSU-style {bench.op}: {ctx.n} ranks, {dev}, {args.dtype}, "
+    print(f"# {bench.title or f'mcr OSU-style {bench.op}'}: {ctx.n} ranks, {dev}, {args.dtype}, "
           f"iterations <= {args.iterations} (warm-up {args.warmup}), {now}")
     print(f"# command: {' '.join(sys.argv)}")
     print(f"# timing: {args.batch} call(s) per sample, {ctx.calls} calls"
