@@ -3,15 +3,19 @@
 # all-to-all with split sizes (MCR_SYMM_OPS all_to_all_uneven) across GPUs. Carry .whl
 # (DeepSpeed's wheels, for moe). Predictions: check all OK; the uneven curve's rules pick symm
 # below ~256 KiB a block (as the equal-split curve does) and NCCL above; drop-less MoE decode
-# (16 and 64 tokens, top-2) from ~1.0x to 1.05-1.10x of plain where symm serves.
+# (16 and 64 tokens, top-2) from ~1.0x to 1.05-1.10x of plain where symm serves; OSU
+# alltoallv symm over NCCL ~2x eager and ~2.5-3x in a graph to 256 KiB a block (as the
+# equal-split kernel measured).
 #   check   fast_worker --symm-only with uneven on symm (against NCCL bit for bit), and
 #           tests/test_symm_ll_gpu.py (ranks as streams on GPU 0)
+#   osu     benchmarks.osu_alltoallv nccl vs symm (skewed splits, checked), eager and in a
+#           CUDA graph
 #   tune    the shipped table for these GPUs resumed from its CSV with its uneven rows left
 #           out, so that curve is measured again with symm serving it
 #   moe     benchmarks.moe drop-less decode: the shipped table (uneven on NCCL) and the new
 #           one with uneven on symm, 9 pairs each
 set -u
-T0=$(date +%s); DEADLINE=${DEADLINE:-560}; PARTS=${PARTS:-check tune moe}
+T0=$(date +%s); DEADLINE=${DEADLINE:-560}; PARTS=${PARTS:-check osu tune moe}
 . lab/scripts/parts.sh
 packed_call
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MCR_STALL_S=10
@@ -23,6 +27,14 @@ if has check; then
   grep -h "OK\|FAIL\|Error\|symm:" $OUT/check.log | cut -c1-300 | head -8 >> $OUT/summary.txt
   run ll_gpu 60 python3 -m pytest -q -p no:cacheprovider tests/test_symm_ll_gpu.py
   tail -1 $OUT/ll_gpu.log >> $OUT/summary.txt
+fi
+if has osu; then
+  B="-d cuda -t bfloat16 -m 8:4MiB -f 4 --backend nccl,symm --rounds 3"
+  run osu_v 60 env MCR_SYMM_OPS=$UNEVEN $R -m benchmarks.osu_alltoallv $B -i 50 -x 5 -c \
+      --max-seconds 0.3
+  run osu_v_graph 60 env MCR_SYMM_OPS=$UNEVEN $R -m benchmarks.osu_alltoallv $B -i 10 -x 2 \
+      --batch 20 --graph
+  grep -h "^ \|Error" $OUT/osu_v*.log | cut -c1-120 >> $OUT/summary.txt
 fi
 if has tune; then
   mkdir -p $OUT/tune
