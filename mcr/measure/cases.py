@@ -126,4 +126,4 @@ BENCHES = {b.op: b for b in (Bench("all_reduce", all_reduce), Bench("all_gather"
                              Bench("all_to_all", all_to_all), Bench("broadcast", broadcast))}
 # The tuner's `splits: uneven` pass, and benchmarks/osu_alltoallv.py.
 UNEVEN = Bench("all_to_all", all_to_all_uneven,
-               "mcr OSU-style all_to_all with split sizes (OSU's osu_alltoallv)")
+               "mcr OSU-style all_to_all with split sizes (OSU's osu_alltoallv)", even=False)

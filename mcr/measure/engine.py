@@ -67,6 +67,7 @@ class Bench:
     op: str
     setup: Callable[[Ctx, int], Case]
     title: str = ""
+    even: bool = True     # False: an all-to-all with split sizes (keyed and tabled apart)
 
 
 def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:

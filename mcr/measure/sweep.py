@@ -22,10 +22,12 @@ from mcr.ops import BUFFER_KEYED, bus_factor, dtype_name
 
 
 def chosen_backend(op: str, nbytes: int, dtype: torch.dtype, device: str,
-                   buffer: str = "plain", group: Any = None) -> str:
-    """Which backend the dispatcher picks for this op and size (what `auto` ran on)."""
+                   buffer: str = "plain", group: Any = None, even: bool = True) -> str:
+    """Which backend the dispatcher picks for this op and size (what `auto` ran on; even=False:
+    an all-to-all with split sizes, nbytes its key)."""
     try:
-        return dist.which_backend(op, nbytes, dtype, device, group=group, buffer=buffer)
+        return dist.which_backend(op, nbytes, dtype, device, group=group, buffer=buffer,
+                                  even=even)
     except BackendUnavailable as e:
         return f"none ({e})"
 
@@ -34,8 +36,8 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
              args: argparse.Namespace) -> dict[str, Any]:
     """One CSV/printed row: a backend's statistics at a size (first: the reference backend)."""
     buf = "symmetric" if ctx.symm and bench.op in BUFFER_KEYED else "plain"
-    served = chosen_backend(bench.op, size, ctx.dtype, ctx.device, buf, ctx.group) \
-        if be == "auto" else be
+    served = chosen_backend(bench.op, size, ctx.dtype, ctx.device, buf, ctx.group,
+                            bench.even) if be == "auto" else be
     med = t.median
     q = statistics.quantiles(t.samples, n=10) if len(t.samples) >= 2 else [med] * 9
     algbw = size / med / 1e9
@@ -50,7 +52,7 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
             "rounds": len(t.rounds), "round_medians_us": ";".join(f"{r * 1e6:.3f}"
                                                                   for r in t.rounds),
             "spread": t.spread,
-            "vs_first": t.speedup_over(first)}
+            "vs_first": t.speedup_over(first), "splits": "" if bench.even else "uneven"}
 
 
 def run(bench: Bench, argv: list[str] | None = None) -> list[dict[str, Any]]:
