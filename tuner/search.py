@@ -148,7 +148,7 @@ class Measurer:
             self.tick(1)
             return []
         rows = [dict(make_row(bench, ctx, size, be, got[be], got[timed[0]], self.args),
-                     profile=p.profile, splits=splits, load=load, load_gemms=case.load_gemms,
+                     profile=p.profile, load=load, load_gemms=case.load_gemms,
                      **{"pass": kind})
                 for be in timed]
         self.sink(rows)

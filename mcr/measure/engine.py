@@ -69,6 +69,11 @@ class Bench:
     title: str = ""
     even: bool = True     # False: an all-to-all with split sizes (keyed and tabled apart)
 
+    @property
+    def heading(self) -> str:
+        """What the sweep's help and printed header call it."""
+        return self.title or f"mcr OSU-style {self.op}"
+
 
 def rank_data(ctx: Ctx, numel: int, rank: int, salt: int = 0) -> torch.Tensor:
     """Deterministic data of `rank`; every rank can rebuild any rank's buffer for checks."""

@@ -57,14 +57,14 @@ def make_row(bench: Bench, ctx: Ctx, size: int, be: str, t: Timing, first: Timin
 
 def run(bench: Bench, argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Parse options, sweep sizes for each backend, print OSU-style rows; return them."""
-    args = parser(bench.title or f"mcr OSU-style {bench.op}").parse_args(argv)
+    args = parser(bench.heading).parse_args(argv)
     return sweep(bench, args)
 
 
 def _header(bench: Bench, ctx: Ctx, args: argparse.Namespace) -> None:
     now = datetime.datetime.now().isoformat(timespec="seconds")
     dev = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
-    print(f"# {bench.title or f'mcr OSU-style {bench.op}'}: {ctx.n} ranks, {dev}, {args.dtype}, "
+    print(f"# {bench.heading}: {ctx.n} ranks, {dev}, {args.dtype}, "
           f"iterations <= {args.iterations} (warm-up {args.warmup}), {now}")
     print(f"# command: {' '.join(sys.argv)}")
     print(f"# timing: {args.batch} call(s) per sample, {ctx.calls} calls"

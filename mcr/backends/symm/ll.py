@@ -83,6 +83,14 @@ def grid(nbytes: int) -> int:
     return max(1, min(MAX_BLOCKS, -(-words // THREADS)))
 
 
+
+def _pack(offs: Any, sizes: Any, counts: list[int], es: int) -> None:
+    """Byte offsets and sizes of consecutive blocks of counts[p] elements of es bytes."""
+    off = 0
+    for p, c in enumerate(counts):
+        offs[p], sizes[p] = off, c * es
+        off += c * es
+
 class LLGroup:
     """One group's receive regions (inside symm's staging buffer), its peers' addresses and the
     per-block call counters."""
@@ -143,16 +151,9 @@ class LLGroup:
         """Enqueue an all-to-all with split sizes on the current stream: in_counts[p] elements
         of src (flat, contiguous, in rank order) to rank p, out_counts[s] from rank s into dst
         (the ranks agreed on the splits, each at most ll_bytes). One caller thread at a time."""
-        es = src.element_size()
-        sp = self.splits
-        off = 0
-        for p, c in enumerate(in_counts):
-            sp.send_off[p], sp.send_n[p] = off, c * es
-            off += c * es
-        off = 0
-        for p, c in enumerate(out_counts):
-            sp.recv_off[p], sp.recv_n[p] = off, c * es
-            off += c * es
+        es, sp = src.element_size(), self.splits
+        _pack(sp.send_off, sp.send_n, in_counts, es)
+        _pack(sp.recv_off, sp.recv_n, out_counts, es)
         self.uargs[0].value, self.uargs[1].value = src.data_ptr(), dst.data_ptr()
         self._launch(self.functions[UNEVEN], self.uneven_grid, THREADS,
                      raw_stream(self.device), self.uparams_ptr)
