@@ -30,6 +30,7 @@ from ...work import Work
 from ..base import STREAM, Backend
 from ..cuda.graphs import GraphCache
 from ..cuda.symm_mem import rendezvous, symm_empty
+from ..torch_pg.common import all_gather_tensor, reduce_scatter_tensor
 from . import ll as LL
 from .ll import CALL_LIMIT, LLGroup, auto_bytes, region_bytes, unavailable
 
@@ -283,7 +284,7 @@ class SymmBackend(Backend):
         n = inp.numel() * inp.element_size()
         self._ll_call(g, (ALL_GATHER, out.data_ptr(), inp.data_ptr(), n),
                       lambda ll: ll.issue(LL.ALL_GATHER, inp, out, n, False),
-                      lambda pg: tdist.all_gather_into_tensor(out, inp, group=pg))
+                      lambda pg: all_gather_tensor(out, inp, group=pg))
         return None if sync else self._stream_work(ALL_GATHER, out.nbytes, g)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, redop: Any, g: Group, *,
@@ -293,7 +294,7 @@ class SymmBackend(Backend):
         n, avg = out.numel() * out.element_size(), redop is _AVG
         self._ll_call(g, (REDUCE_SCATTER, out.data_ptr(), inp.data_ptr(), n, out.dtype, avg),
                       lambda ll: ll.issue(LL.REDUCE_SCATTER, inp, out, n, avg),
-                      lambda pg: tdist.reduce_scatter_tensor(out, inp, op=redop, group=pg))
+                      lambda pg: reduce_scatter_tensor(out, inp, op=redop, group=pg))
         return None if sync else self._stream_work(REDUCE_SCATTER, inp.nbytes, g)
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, out_counts: list[int],

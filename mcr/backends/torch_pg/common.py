@@ -27,6 +27,7 @@ def _raw(*names: str) -> Any:
 
 # torch 2.13 renamed the tensor forms (the old names warn); the GPU image's 2.11 has only those.
 all_gather_tensor = _raw("all_gather_single", "all_gather_into_tensor")
+reduce_scatter_tensor = _raw("reduce_scatter_single", "reduce_scatter_tensor")
 _reduce, _gather, _scatter = _raw("reduce"), _raw("gather"), _raw("scatter")
 _isend, _irecv, _barrier = _raw("isend"), _raw("irecv"), _raw("barrier")
 _batch_isend_irecv = _raw("batch_isend_irecv")
