@@ -1,11 +1,39 @@
 """mcr's FSDP2 comm objects outside a training run: the ring of all-gather outputs
 (mcr.integrations.fsdp.BufferRing), which buffer goes out when and the stream order a reused
-buffer keeps; and the benchmark of their host cost. No DeepSpeed needed."""
+buffer keeps; the import hook that installs them; and the benchmark of their host cost. No
+DeepSpeed needed."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import gpus, run_torchrun
+
+
+def test_after_import_runs_each_function_once_the_module_has_run(tmp_path, monkeypatch):
+    """The hook that adapts a framework (FSDP2 for the `mcr` backend and MCR_FSDP alike): two
+    functions on one module not yet imported both run after it executes, each once; on a module
+    already imported, at once."""
+    import sys
+
+    from mcr.integrations.imports import after_import
+    (tmp_path / "mcr_probe_mod.py").write_text("VALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mcr_probe_mod", raising=False)
+    seen = []
+
+    def first(m):
+        seen.append(("first", m.VALUE))
+
+    def second(m):
+        seen.append(("second", m.VALUE))
+    for fn in (first, second, first):
+        after_import("mcr_probe_mod", fn)
+    assert seen == []
+    import mcr_probe_mod  # noqa: F401
+    assert seen == [("first", 7), ("second", 7)]
+    after_import("mcr_probe_mod", second)
+    assert seen[-1] == ("second", 7) and len(seen) == 3
+    monkeypatch.delitem(sys.modules, "mcr_probe_mod")
 
 
 def test_fsdp_buffer_ring_reuses_only_dropped_buffers():

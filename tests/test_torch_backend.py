@@ -1,4 +1,4 @@
-"""The `mcr` torch.distributed backend: torch code (DDP, FSDP2 without mcr's hook, DTensor
+"""The `mcr` torch.distributed backend: torch code (DDP, FSDP2 with no mcr line, DTensor
 tensor parallelism, a 2-D FSDP2 x TP mesh) trains with the losses of plain Gloo, bit for bit,
 every call served by mcr; under mpirun with a table that mixes Gloo and MPI by size."""
 
@@ -40,6 +40,10 @@ def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
         # (ranks' lines may share a line of torchrun's output)
         assert sorted(re.findall(r"rank (\d+): COMPILED graphs [1-9]\d* breaks 0(?!\d)", out)) == \
             [str(r) for r in range(n)], out[-3000:]
+    if what in ("fsdp", "mesh"):   # FSDP2 on mcr's groups calls mcr's comm objects directly
+        comms = re.findall(r"rank \d+: COMMS ([\w.]+?AllGather) ([\w.]+?ReduceScatter)", out)
+        assert comms == [("mcr.integrations.fsdp.AllGather",
+                          "mcr.integrations.fsdp.ReduceScatter")] * n, out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
     if env:   # the table mixes the two libraries by size: both served calls

@@ -14,6 +14,11 @@
 #           out, so that curve is measured again with symm serving it
 #   moe     benchmarks.moe drop-less decode: the shipped table (uneven on NCCL) and the new
 #           one with uneven on symm, 9 pairs each
+#   fsdp    (not in the default PARTS: a second call, PARTS=fsdp) FSDP2 on the mcr backend now
+#           calls mcr's comm objects directly (2026-11-29): the backend worker's FSDP2 losses
+#           on mcr and plain NCCL, then the probe, FSDP2 on the backend against a plain NCCL
+#           group, a pass-through Python group and the floor, 9 rounds. Prediction: from
+#           0.93-0.96x to 1.00-1.04x (what the hook measured on the same GPUs), losses equal.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-560}; PARTS=${PARTS:-check osu tune moe}
 . lab/scripts/parts.sh
@@ -61,5 +66,14 @@ if has moe; then
       $R $M --pairs 9 --out $OUT/moe_symm
   grep -H "x \[\|waited\|Error\|symm, group" $OUT/moe_*.log | cut -c1-260 | head -20 \
       >> $OUT/summary.txt
+fi
+if has fsdp; then
+  for be in mcr nccl; do
+    run w_fsdp_$be 90 $R tests/workers/torch_backend_worker.py fsdp $be cuda
+    grep -h "LOSSES\|COMMS" $OUT/w_fsdp_$be.log | cut -c1-300 | head -4 >> $OUT/summary.txt
+  done
+  run fsdp 260 env PYTHONPATH=$PYTHONPATH:$PWD/lab/probes $R lab/probes/ddp_fsdp_backend.py \
+      --what fsdp --rounds 9 --passthru
+  grep -h "RESULT" $OUT/fsdp.log | cut -c1-1500 >> $OUT/summary.txt
 fi
 cat $OUT/summary.txt

@@ -11,50 +11,11 @@ torch), so Python processes that never import either framework pay nothing.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
-import sys
-import threading
-from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-
-class _After(importlib.abc.MetaPathFinder):
-    """Finds module `name` the usual way, then runs `then(module)` once it has been executed.
-
-    It stays armed until the module has run: transformers and accelerate ask
-    importlib.util.find_spec("deepspeed") before they import it, and a finder that left after
-    the first question let the real import pass without mcr."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
-        self.name = name
-        self.then = then
-        self._asking = threading.local()   # our own find_spec call for the real spec
-
-    def find_spec(self, name: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        """The real spec of the module, its loader wrapped; None for every other module."""
-        if name != self.name or getattr(self._asking, "on", False):
-            return None
-        self._asking.on = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._asking.on = False
-        if spec is None or spec.loader is None:
-            return spec
-        run = spec.loader.exec_module
-
-        def exec_module(module: ModuleType, run: Any = run) -> None:
-            run(module)
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            self.then(module)
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+from .imports import after_import
 
 
 def _deepspeed(_module: ModuleType) -> None:
@@ -96,11 +57,7 @@ def wanted(var: str) -> bool:
 def arm(var: str) -> None:
     """Install the import hook of one variable's framework (idempotent); if the framework is
     already imported, adapt it now."""
-    name, then = HOOKS[var]
-    if name in sys.modules:
-        then(sys.modules[name])
-    elif not any(isinstance(f, _After) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _After(name, then))
+    after_import(*HOOKS[var])
 
 
 for _var in HOOKS:

@@ -29,6 +29,8 @@ from mcr.launch import mpi_launch, rendezvous_env, state_ranks
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
+from .imports import after_import
+
 NAME = "mcr"
 # Backend strings a script's init_process_group may name that install() sends to mcr: torch's
 # default (None) and the standard libraries mcr serves itself.
@@ -36,11 +38,13 @@ STANDARD = (None, "gloo", "nccl", "cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo")
 
 
 def register() -> None:
-    """Register the `mcr` backend with torch.distributed (once; later calls do nothing), and
-    make torch's destroy_process_group() of a world on it end mcr's session first."""
+    """Register the `mcr` backend with torch.distributed (once; later calls do nothing), make
+    torch's destroy_process_group() of a world on it end mcr's session first, and FSDP2 on its
+    groups call mcr directly (mcr.integrations.fsdp.serve_groups)."""
     if NAME.upper() in tdist.Backend._plugins:
         return
     tdist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu", "cuda"])
+    after_import("torch.distributed.fsdp", _serve_fsdp)
     import torch.distributed.distributed_c10d as c10d
     original = c10d.destroy_process_group
 
@@ -52,6 +56,11 @@ def register() -> None:
         original(group)
     destroy_process_group.__doc__ = original.__doc__
     c10d.destroy_process_group = tdist.destroy_process_group = destroy_process_group
+
+
+def _serve_fsdp(_package: Any) -> None:
+    from .fsdp import serve_groups
+    serve_groups(lambda pg: isinstance(pg, McrProcessGroup))
 
 
 def install() -> None:

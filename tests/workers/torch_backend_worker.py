@@ -1,10 +1,10 @@
 """torch.distributed code on the `mcr` backend trains as on plain Gloo, bit for bit: DDP, FSDP2
-(no mcr hook), DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile,
-`tpcg` compiled into CUDA graphs) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One workload a
-run, on plain Gloo or on the `mcr` backend (torch's default backend sent there by install());
-each rank prints its losses exactly (float.hex), rank 0 of an mcr run the summary of what
-served it. A third argument `cuda` runs it on GPUs (plain is
-then `nccl`).
+(no mcr line: the backend gives FSDP2 mcr's comm objects; each rank says which served),
+DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile, `tpcg` compiled into
+CUDA graphs) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One workload a run, on plain Gloo or on
+the `mcr` backend (torch's default backend sent there by install()); each rank prints its
+losses exactly (float.hex), rank 0 of an mcr run the summary of what served it. A third
+argument `cuda` runs it on GPUs (plain is then `nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
     mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
@@ -78,6 +78,12 @@ def train(what: str) -> list[float]:
         total = loss.detach().clone()
         tdist.all_reduce(total)
         losses.append(total.item() / world)
+    if what in ("fsdp", "mesh"):   # which comm objects FSDP2 used: its own or mcr's
+        state = model[0]._get_fsdp_state()
+        group = (getattr(state, "_fsdp_param_groups", None) or [state._fsdp_param_group])[0]
+        names = [f"{type(c).__module__}.{type(c).__name__}"
+                 for c in (group._all_gather_comm, group._reduce_scatter_comm)]
+        print(f"rank {rank}: COMMS {' '.join(names)}", flush=True)
     return losses
 
 
