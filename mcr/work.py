@@ -187,10 +187,18 @@ class Work(tdist.Work):
             self._block_stream()
 
     def get_future(self) -> Any:
-        """The torch future of the underlying work, where the library has one."""
-        if self._torch is None:
-            raise NotImplementedError(f"{self.describe()}: no torch future for this backend")
+        """The torch future of the underlying work, where the library has one and nothing of
+        mcr's (copy-backs, a check) is left to run after it."""
+        if self._torch is None or self._reqs or (self._after and not self._done):
+            raise NotImplementedError(f"{self.describe()}: no torch future for this call "
+                                      "(wait() completes it)")
         return self._torch.get_future()
+
+    def alone(self) -> bool:
+        """Whether the library completes this work without mcr: a torch work, no MPI requests,
+        nothing to run after it, no completion hooks (the comms logger)."""
+        return self._torch is not None and not self._reqs and not self._after and \
+            not ON_COMPLETE
 
     def block_current_stream(self) -> None:
         """The caller's current stream waits for the op (torch's name for a stream wait)."""

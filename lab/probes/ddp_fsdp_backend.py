@@ -99,7 +99,7 @@ if args.passthru:
 mcr_world = tdist.group.WORLD
 dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
 dtype = torch.bfloat16 if cuda else torch.float32
-h = args.hidden if cuda else 64
+h = args.hidden if cuda else int(os.environ.get("CPU_HIDDEN", "64"))
 
 
 def make() -> nn.Module:

@@ -48,7 +48,7 @@ ap.add_argument("--eager-reps", type=int, default=0, help="eager: steps a block 
 ap.add_argument("--cpu", action="store_true")
 args = ap.parse_args()
 
-from mcr.integrations import torch_backend  # noqa: E402
+from mcr.integrations import torch_backend, torch_works  # noqa: E402
 
 torch_backend.install()
 import torch.distributed as tdist  # noqa: E402
@@ -73,8 +73,8 @@ def set_mode(mode: str) -> None:
         setattr(PG, name, fn)
     dist.force_backend("nccl" if mode == "nccl" and cuda else None)
     if mode == "floor":
-        PG.allreduce = lambda self, tensors, opts=None: torch_backend._Done(tensors)
-        PG._allgather_base = lambda self, out, inp, opts=None: torch_backend._Done([out])
+        PG.allreduce = lambda self, tensors, opts=None: torch_works.Done(tensors)
+        PG._allgather_base = lambda self, out, inp, opts=None: torch_works.Done([out])
 
 
 def rewind(cache: StaticCache) -> None:

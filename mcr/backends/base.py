@@ -39,6 +39,9 @@ class Backend:
     any_source: bool = True
     # Its work can be recorded in a CUDA graph (stream-ordered GPU work only).
     capturable: bool = False
+    # Its asynchronous works are torch works that the library finishes on its own threads,
+    # their futures completing then (Gloo's); others need the caller to wait (MPI's polling).
+    completes_alone: bool = False
 
     # -- handles -------------------------------------------------------------------------
     def bind(self, spec: Spec) -> Any:

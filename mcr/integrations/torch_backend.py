@@ -7,12 +7,14 @@ script's own `init_process_group()` with torch's default or a standard backend t
 init_process_group (after register() alone, at the first collective), with Gloo/NCCL groups of
 its own beside this one.
 
-Every collective completes before it returns (the Work handed back is done, its future set):
-DDP's overlap of gradient all-reduces with the backward pass is lost on host libraries. On
-GPUs a stream-ordered library's call returns once enqueued, as torch's does, and an all-reduce,
-all-gather or reduce-scatter into one tensor outside graph capture hands back a Work under way
-whose wait() is a stream wait and whose future completes on the GPU (DDP's buckets, FSDP2's
-all-gathers and reduce-scatters, as with torch's NCCL group).
+On GPUs a stream-ordered library's call returns once enqueued, as torch's does, and an
+all-reduce, all-gather or reduce-scatter into one tensor outside graph capture hands back a
+Work under way whose wait() is a stream wait and whose future completes on the GPU (DDP's
+buckets, as with torch's NCCL group). On host tensors an asynchronous all-reduce that the tables
+give to Gloo is left under way on Gloo's threads, its future completed there (DDP's buckets
+overlap the backward pass, as on torch's Gloo group); every other host call completes before it
+returns (the Work handed back is done, its future set): MPI's blocking form, which the
+synchronous call takes, is its fastest. FSDP2 calls mcr's comm objects directly (register()).
 Point-to-point calls are under way when they return, so a batch in which every rank sends
 first does not wait."""
 
@@ -25,11 +27,13 @@ import torch
 import torch.distributed as tdist
 
 import mcr.comm as dist
+from mcr import runtime
 from mcr.launch import mpi_launch, rendezvous_env, state_ranks
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
 from .imports import after_import
+from .torch_works import Done, HostUnderWay, OnStream, Pending
 
 NAME = "mcr"
 # Backend strings a script's init_process_group may name that install() sends to mcr: torch's
@@ -115,105 +119,6 @@ def _create(opts: Any, backend_options: Any) -> McrProcessGroup:
     return McrProcessGroup(opts.group_rank, opts.group_size, ranks)
 
 
-class _Done(tdist.Work):
-    """A finished call's Work: wait() returns at once; its future holds the tensors."""
-
-    def __init__(self, result: list[torch.Tensor], source: int = -1) -> None:
-        super().__init__()
-        self._result, self._source = result, source
-
-    def wait(self, timeout: Any = None) -> bool:
-        """Done already."""
-        return True
-
-    def is_completed(self) -> bool:
-        """Done already."""
-        return True
-
-    def _source_rank(self) -> int:
-        """Group rank that sent a receive from any source (torch's recv asks)."""
-        if self._source < 0:
-            raise RuntimeError("source rank: this Work is not a receive from any source")
-        return self._source
-
-    def get_future(self) -> torch.futures.Future:
-        """A completed future of the call's output tensors."""
-        fut: torch.futures.Future = torch.futures.Future()
-        fut.set_result(self._result)
-        return fut
-
-
-class _Pending(_Done):
-    """A point-to-point call under way: mcr's Work, waited when torch waits."""
-
-    def __init__(self, work: Any, result: list[torch.Tensor]) -> None:
-        super().__init__(result)
-        self._work = work
-
-    def wait(self, timeout: Any = None) -> bool:
-        """Wait for mcr's Work."""
-        return self._work.wait()
-
-    def is_completed(self) -> bool:
-        """Whether mcr's Work is done."""
-        return self._work.is_completed()
-
-    def _source_rank(self) -> int:
-        self._work.wait()
-        return self._work.source_rank()
-
-    def get_future(self) -> torch.futures.Future:
-        """A future of the output tensors, completed once the call is (waited here)."""
-        self._work.wait()
-        return super().get_future()
-
-
-class _OnStream(_Done):
-    """GPU collectives under way on their library's stream, as torch's NCCL work is: wait()
-    makes the caller's current stream wait for them; the future (made when asked: each CUDA
-    call costs microseconds) completes on the GPU when they do, a CUDA future whose events
-    are recorded on a stream that waits for them, so DDP's bucket hooks run behind the
-    all-reduce without holding back the backward pass."""
-
-    def __init__(self, works: list[Any], result: list[torch.Tensor]) -> None:
-        super().__init__(result)
-        self._works = [w for w in works if w is not None]
-        self._fut: torch.futures.Future | None = None
-
-    def wait(self, timeout: Any = None) -> bool:
-        """The caller's current stream waits for the collectives."""
-        for w in self._works:
-            w.wait()
-        return True
-
-    def is_completed(self) -> bool:
-        """Whether the library has finished on the GPU."""
-        return all(w.is_completed() for w in self._works)
-
-    def get_future(self) -> torch.futures.Future:
-        """A CUDA future of the tensors, completed when the collectives are."""
-        w0 = self._works[0] if len(self._works) == 1 else None
-        if self._fut is None and isinstance(w0, tdist.Work) and not isinstance(w0, McrWork):
-            # torch's own work (NCCL's): its future already completes on the GPU; chained so
-            # that its value is the caller's tensors (the library may have had a view).
-            result = self._result
-            self._fut = w0.get_future().then(lambda _: result)
-        if self._fut is None:
-            dev = self._result[0].device
-            side = _WAITERS.get(dev)
-            if side is None:
-                side = _WAITERS[dev] = torch.cuda.Stream(dev)
-            with torch.cuda.stream(side):
-                for w in self._works:
-                    w.wait()
-                self._fut = torch.futures.Future(devices=[dev])
-                self._fut.set_result(self._result)
-        return self._fut
-
-
-_WAITERS: dict[torch.device, Any] = {}   # device -> the stream futures are completed on
-
-
 class McrProcessGroup(tdist.ProcessGroup):
     """A torch process group whose collectives are mcr.comm's calls on the same ranks."""
 
@@ -251,17 +156,39 @@ class McrProcessGroup(tdist.ProcessGroup):
         """All-reduce each tensor (torch's allreduce)."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         if tensors and tensors[0].is_cuda and not capturing():
-            return _OnStream([dist.all_reduce(t, op, group=self._g(), async_op=True)
+            return OnStream([dist.all_reduce(t, op, group=self._g(), async_op=True)
                               for t in tensors], tensors)
+        if len(tensors) == 1 and tensors[0].is_cpu and getattr(opts, "asyncOp", True):
+            w = self._under_way(tensors[0], op)
+            if w is not None:
+                return w
         for t in tensors:
             dist.all_reduce(t, op, group=self._g())
-        return _Done(tensors)
+        return Done(tensors)
+
+    def _under_way(self, t: torch.Tensor, op: Any) -> tdist.Work | None:
+        """An asynchronous all-reduce of host tensor t left under way where its library
+        finishes it alone (Gloo's threads), as torch's Gloo group leaves it, so that DDP's
+        buckets overlap the backward pass; None where the caller must complete it (MPI, whose
+        blocking form the synchronous call takes)."""
+        g = self._g()
+        try:
+            name = dist.which_backend("all_reduce", t.nbytes, t.dtype, "cpu", g, op)
+        except Exception:  # noqa: BLE001 - the call itself then says what is wrong
+            return None
+        if not runtime.get().backends[name].completes_alone:
+            return None
+        w = dist.all_reduce(t, op, group=g, async_op=True)
+        if w is not None and not (isinstance(w, McrWork) and w.alone()):
+            w.wait()       # the table's library was another after all (a forced one)
+            w = None
+        return Done([t]) if w is None else HostUnderWay(w, [t])
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> tdist.Work:
         """All-reduce several tensors as one message."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         dist.all_reduce_coalesced(tensors, op, group=self._g())
-        return _Done(tensors)
+        return Done(tensors)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> tdist.Work:
         """Broadcast from group rank opts.rootRank."""
@@ -269,22 +196,22 @@ class McrProcessGroup(tdist.ProcessGroup):
         src = self._ranks[opts.rootRank]
         for t in tensors:
             dist.broadcast(t, src, group=g)
-        return _Done(tensors)
+        return Done(tensors)
 
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                   opts: Any = None) -> tdist.Work:
         """outputs[0][i] <- inputs[0] of group rank i."""
         dist.all_gather(outputs[0], inputs[0], group=self._g())
-        return _Done(outputs[0])
+        return Done(outputs[0])
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                         opts: Any = None) -> tdist.Work:
         """output <- every rank's input, in rank order (all_gather_into_tensor)."""
         if output.is_cuda and not capturing():
-            return _OnStream([dist.all_gather_into_tensor(output, input, group=self._g(),
+            return OnStream([dist.all_gather_into_tensor(output, input, group=self._g(),
                                                           async_op=True)], [output])
         dist.all_gather_into_tensor(output, input, group=self._g())
-        return _Done([output])
+        return Done([output])
 
     all_gather_single = _allgather_base
 
@@ -294,24 +221,24 @@ class McrProcessGroup(tdist.ProcessGroup):
         """all_gather_into_tensor of each pair, in order."""
         for o, i in zip(outputs, inputs):
             dist.all_gather_into_tensor(o, i, group=self._g())
-        return _Done(outputs)
+        return Done(outputs)
 
     def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                             opts: Any = None) -> tdist.Work:
         """all_gather of each input into its list, in order."""
         for o, i in zip(outputs, inputs):
             dist.all_gather(o, i, group=self._g())
-        return _Done([t for o in outputs for t in o])
+        return Done([t for o in outputs for t in o])
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                              opts: Any = None) -> tdist.Work:
         """output <- this rank's block of the reduction (reduce_scatter_tensor)."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         if output.is_cuda and not capturing():
-            return _OnStream([dist.reduce_scatter_tensor(output, input, op, group=self._g(),
+            return OnStream([dist.reduce_scatter_tensor(output, input, op, group=self._g(),
                                                          async_op=True)], [output])
         dist.reduce_scatter_tensor(output, input, op, group=self._g())
-        return _Done([output])
+        return Done([output])
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -322,14 +249,14 @@ class McrProcessGroup(tdist.ProcessGroup):
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         for o, i in zip(outputs, inputs):
             dist.reduce_scatter_tensor(o, i, op, group=self._g())
-        return _Done(outputs)
+        return Done(outputs)
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],
                        opts: Any = None) -> tdist.Work:
         """outputs[0] <- reduction over ranks of inputs[0][this rank]."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         dist.reduce_scatter(outputs[0], inputs[0], op, group=self._g())
-        return _Done(outputs)
+        return Done(outputs)
 
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                       output_splits: list[int], input_splits: list[int],
@@ -337,19 +264,19 @@ class McrProcessGroup(tdist.ProcessGroup):
         """all_to_all_single, with split sizes where given (empty: equal)."""
         dist.all_to_all_single(output, input, output_splits or None, input_splits or None,
                                group=self._g())
-        return _Done([output])
+        return Done([output])
 
     all_to_all_single = alltoall_base
 
     def barrier(self, opts: Any = None) -> tdist.Work:
         """Every rank of the group arrives."""
         dist.barrier(group=self._g())
-        return _Done([])
+        return Done([])
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any) -> tdist.Work:
         """tensors[0] on group rank opts.rootRank <- the reduction over ranks."""
         dist.reduce(tensors[0], self._ranks[opts.rootRank], opts.reduceOp, group=self._g())
-        return _Done(tensors)
+        return Done(tensors)
 
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],
                 opts: Any) -> tdist.Work:
@@ -357,7 +284,7 @@ class McrProcessGroup(tdist.ProcessGroup):
         root = opts.rootRank
         dist.scatter(outputs[0], inputs[0] if self.rank() == root else None,
                      self._ranks[root], group=self._g())
-        return _Done(outputs)
+        return Done(outputs)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                opts: Any) -> tdist.Work:
@@ -365,25 +292,25 @@ class McrProcessGroup(tdist.ProcessGroup):
         root = opts.rootRank
         dist.gather(inputs[0], outputs[0] if self.rank() == root else None,
                     self._ranks[root], group=self._g())
-        return _Done(outputs[0] if outputs else [])
+        return Done(outputs[0] if outputs else [])
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
                  opts: Any = None) -> tdist.Work:
         """outputs[i] <- inputs[this rank] of rank i."""
         dist.all_to_all(outputs, inputs, group=self._g())
-        return _Done(outputs)
+        return Done(outputs)
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> tdist.Work:
         """Send tensors[0] to group rank dst (under way when it returns: a batch of sends and
         receives must not wait for each other)."""
-        return _Pending(dist.isend(tensors[0], self._ranks[dst], group=self._g(), tag=tag),
+        return Pending(dist.isend(tensors[0], self._ranks[dst], group=self._g(), tag=tag),
                         tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> tdist.Work:
         """Receive tensors[0] from group rank src (under way when it returns)."""
-        return _Pending(dist.irecv(tensors[0], self._ranks[src], group=self._g(), tag=tag),
+        return Pending(dist.irecv(tensors[0], self._ranks[src], group=self._g(), tag=tag),
                         tensors)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> tdist.Work:
         """Receive tensors[0] from whichever rank sends first; torch asks the Work who."""
-        return _Pending(dist.irecv(tensors[0], None, group=self._g(), tag=tag), tensors)
+        return Pending(dist.irecv(tensors[0], None, group=self._g(), tag=tag), tensors)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as tdist
@@ -138,6 +139,23 @@ def calls() -> list[float]:
         else:
             t.zero_()
             ok(tdist.recv(t) == 0 and t.tolist() == [7.0] * 4, "recv from any source")
+    # An asynchronous host all-reduce (DDP's buckets) that the tables give Gloo is under way
+    # when it returns, as on torch's Gloo group: rank 0 issues it while its peers sleep (a
+    # kind of call already made: a new kind's first call waits for every rank's).
+    import mcr.comm as dist
+    t = torch.full((4096,), float(rank + 1))
+    lib = dist.which_backend("all_reduce", t.nbytes, t.dtype, "cpu")
+    tdist.all_reduce(t.clone())      # the kind's first call waits for every rank (the check)
+    if rank != 0:
+        time.sleep(1.0)
+    t0 = time.perf_counter()
+    w = tdist.all_reduce(t, async_op=True)
+    issued, running = time.perf_counter() - t0, not w.is_completed()
+    ok(rank != 0 or lib != "gloo" or (issued < 0.5 and running),
+       f"async all_reduce on {lib}: returned after {issued:.3f} s, under way {running}")
+    ok(w.get_future().wait()[0] is t and t.tolist() == [n * (n + 1) / 2] * 4096,
+       "async all_reduce's future")
+    ok(w.wait() and w.is_completed(), "async all_reduce's wait")
     tdist.barrier()
     try:                       # torch runs it on Gloo alone: mcr.comm.monitored_barrier instead
         tdist.monitored_barrier()

@@ -21,6 +21,7 @@ class GlooBackend(TorchPGBackend):
 
     name = "gloo"
     domain = HOST
+    completes_alone = True
 
     def bind(self, spec: Spec) -> Any:
         """The ranks' own torch group if it is pure Gloo (object ops need one), else a new
