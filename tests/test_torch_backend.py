@@ -66,11 +66,15 @@ def test_mcr_torch_sends_a_script_s_own_init_to_mcr(launcher):
 def test_torch_s_other_calls_on_the_mcr_backend(launcher, n):
     """reduce, scatter, gather, all_to_all (list and uneven single), the object collectives,
     send and a receive from any source, barrier: each checked on every rank; monitored_barrier
-    refused by torch itself (Gloo's alone), as the README says."""
+    refused by torch itself (Gloo's alone), as the README says; an asynchronous all-reduce
+    (DDP's buckets) under way when it returns where its library finishes it alone."""
     out = _run(launcher, n, "calls", "mcr", {})
     counts = dict(re.findall(r"rank (\d+): LOSSES calls mcr \['([^']*)'\]", out))
     assert sorted(int(r) for r in counts) == list(range(n)), out[-3000:]
     assert all(float.fromhex(c) >= 8 for c in counts.values()), counts
+    if launcher == "torchrun":   # Gloo's: left under way, and checked to be
+        assert sorted(re.findall(r"rank (\d+): UNDER WAY [1-9]", out)) == \
+            [str(r) for r in range(n)], out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2), out[-3000:]
 

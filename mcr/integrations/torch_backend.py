@@ -169,8 +169,10 @@ class McrProcessGroup(tdist.ProcessGroup):
     def _under_way(self, t: torch.Tensor, op: Any) -> tdist.Work | None:
         """An asynchronous all-reduce of host tensor t left under way where its library
         finishes it alone (Gloo's threads), as torch's Gloo group leaves it, so that DDP's
-        buckets overlap the backward pass; None where the caller must complete it (MPI, whose
-        blocking form the synchronous call takes)."""
+        buckets overlap the backward pass; None where the caller must complete it (MPI: its
+        blocking form, which the synchronous call takes, is its fastest; left under way on
+        mcr's worker thread, DDP under mpirun on 2 cores ran 1.06-1.09x of plain Gloo's
+        against 1.09-1.12x synchronous)."""
         g = self._g()
         try:
             name = dist.which_backend("all_reduce", t.nbytes, t.dtype, "cpu", g, op)
