@@ -182,7 +182,7 @@ class McrProcessGroup(tdist.ProcessGroup):
             return None
         w = dist.all_reduce(t, op, group=g, async_op=True)
         if w is not None and not (isinstance(w, McrWork) and w.alone()):
-            w.wait()       # the table's library was another after all (a forced one)
+            w.wait()       # mcr has work left after the library (an average's division)
             w = None
         return Done([t]) if w is None else HostUnderWay(w, [t])
 
