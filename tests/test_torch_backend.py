@@ -79,6 +79,14 @@ def test_torch_s_other_calls_on_the_mcr_backend(launcher, n):
     assert served and served.group(1) == served.group(2), out[-3000:]
 
 
+def test_a_failed_async_all_reduce_raises_mcr_s_error_from_its_future():
+    """DDP waits on an all-reduce's future, not its Work: a peer gone mid-job makes the
+    future raise mcr's error naming the call and the library, not Gloo's alone."""
+    out = run_torchrun(2, "torch_backend_worker.py", "gone", "mcr", timeout=120)
+    assert re.search(r"rank 0: GONE \w+: .*all_reduce on backend 'gloo' \(16384 bytes\) "
+                     r"failed in the library", out), out[-3000:]
+
+
 @pytest.mark.parametrize("launcher", ["torchrun", "mpi"])
 def test_hf_tp_plan_generates_the_tokens_of_plain_gloo(tmp_path, launcher):
     """A tiny random-init HF Llama with tp_plan="auto": transformers starts torch.distributed

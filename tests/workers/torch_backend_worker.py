@@ -171,6 +171,24 @@ def calls() -> list[float]:
     return [float(checks)]
 
 
+def gone() -> None:
+    """Rank 1 leaves the job after a first all-reduce; rank 0's asynchronous all-reduce of the
+    same kind (under way on Gloo) then fails, its future raising mcr's error naming the call.
+    Both ranks end here (os._exit: the group cannot be torn down with a rank gone)."""
+    rank, t = tdist.get_rank(), torch.ones(4096)
+    tdist.all_reduce(t.clone())
+    if rank == 1:
+        time.sleep(0.5)
+        os._exit(0)
+    time.sleep(1.5)
+    try:
+        tdist.all_reduce(t, async_op=True).get_future().wait()
+        print("rank 0: GONE no error", flush=True)
+    except Exception as e:  # noqa: BLE001 - what the script would see, printed
+        print(f"rank 0: GONE {type(e).__name__}: {e}"[:600], flush=True)
+    os._exit(0)
+
+
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
     if backend not in ("mcr", "env"):
@@ -191,6 +209,8 @@ if __name__ == "__main__":
         backend = "mcr"
     else:
         tdist.init_process_group(backend)
+    if what == "gone":
+        gone()
     losses = calls() if what == "calls" else train(what)
     if what in ("tpc", "tpcg"):   # compiled, and the collectives inside the compiled graphs
         from torch._dynamo.utils import counters
