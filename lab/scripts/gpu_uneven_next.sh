@@ -11,7 +11,12 @@
 #   osu     benchmarks.osu_alltoallv nccl vs symm (skewed splits, checked), eager and in a
 #           CUDA graph
 #   tune    the shipped table for these GPUs resumed from its CSV with its uneven rows left
-#           out, so that curve is measured again with symm serving it
+#           out, so that curve is measured again with symm serving it; the tuner's rule of
+#           2026-11-29 (a default beaten in its fast mode at the confirm pass loses there)
+#           moves 14 points of the 4x CSV (all-gather 1.5-2 MiB, all-to-all 4 MiB, broadcast
+#           1.5 MiB to sdma; small overlap reduce-scatters / all-to-alls to symm), none of the
+#           2x; then `check` of the new table (4x prediction: worst at 2 MiB all-gather from
+#           27-31% to under 8%)
 #   moe     benchmarks.moe drop-less decode: the shipped table (uneven on NCCL) and the new
 #           one with uneven on symm, 9 pairs each
 #   fsdp    (not in the default PARTS: a second call, PARTS=fsdp) FSDP2 on the mcr backend now
@@ -58,6 +63,10 @@ PY
       --interconnect NVLink --out $STEM
   grep -h "replayed\|wrote\|Error" $OUT/tune.log | tail -4 >> $OUT/summary.txt
   grep -h -B2 "splits: uneven" $STEM.yaml | cut -c1-160 >> $OUT/summary.txt
+  [ -f $STEM.yaml ] && run check_table 90 env MCR_SYMM_OPS=$UNEVEN python3 -m tuner check \
+      $STEM.yaml -d cuda -t bfloat16 -m 4:1GiB --batch 5 --backend nccl,sdma,sdma_pipe,symm \
+      --symm sdma
+  grep -h "^  [a-z_ ]*  *[0-9]" $OUT/check_table.log >> $OUT/summary.txt
 fi
 if has moe; then
   M="-m benchmarks.moe --shape large --tokens 16,64 --k 2 --capacity uneven --step decode"
