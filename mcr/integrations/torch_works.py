@@ -109,23 +109,14 @@ class OnStream(Done):
         return self._fut
 
 
-class HostUnderWay(Done):
+class HostUnderWay(Pending):
     """A host library's call under way (Gloo's): wait() is mcr's (in slices, with the stall
-    watch); the future completes on the library's thread when the call does, its error raised
-    as mcr's."""
+    watch), as a point-to-point call's; the future completes on the library's thread when the
+    call does, its error raised as mcr's."""
 
     def __init__(self, work: McrWork, result: list[torch.Tensor]) -> None:
-        super().__init__(result)
-        self._work = work
+        super().__init__(work, result)
         self._fut: torch.futures.Future | None = None
-
-    def wait(self, timeout: Any = None) -> bool:
-        """Block until the library is done (mcr's wait)."""
-        return self._work.wait()
-
-    def is_completed(self) -> bool:
-        """Whether the library is done."""
-        return self._work.is_completed()
 
     def get_future(self) -> torch.futures.Future:
         """A future of the tensors, completed by the library's thread."""

@@ -83,13 +83,13 @@ def grid(nbytes: int) -> int:
     return max(1, min(MAX_BLOCKS, -(-words // THREADS)))
 
 
-
 def _pack(offs: Any, sizes: Any, counts: list[int], es: int) -> None:
     """Byte offsets and sizes of consecutive blocks of counts[p] elements of es bytes."""
     off = 0
     for p, c in enumerate(counts):
         offs[p], sizes[p] = off, c * es
         off += c * es
+
 
 class LLGroup:
     """One group's receive regions (inside symm's staging buffer), its peers' addresses and the
