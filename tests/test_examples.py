@@ -30,16 +30,19 @@ def test_tensor_parallel_example_matches_the_unsharded_mlp(launcher):
     assert ("Launch with mpirun" in out) == (launcher == "torchrun")
 
 
-@pytest.mark.parametrize("name", ["fsdp2", "deepspeed_zero3"])
+@pytest.mark.parametrize("name,op", [("fsdp2", "all_gather"), ("deepspeed_zero3", "all_gather"),
+                                     ("ddp", "all_reduce")])
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
-def test_training_examples_train_through_mcr(launcher, name):
+def test_training_examples_train_through_mcr(launcher, name, op):
     out = _run(launcher, name)
     losses = [float(v) for v in re.findall(r"step \d: loss ([0-9.]+)", out)]
     assert len(losses) == 5 and losses[-1] < losses[0], out[-2000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2), out[-2000:]
     lib = "gloo" if launcher == "torchrun" else "mpi"
-    assert re.search(rf"all_gather\s+{lib}\s", out), out[-2000:]
+    assert re.search(rf"{op}\s+{lib}\s", out), out[-2000:]
+    if name == "ddp":        # the script's own init_process_group() started mcr's backend
+        assert out.count("(backend mcr)") == 5, out[-2000:]
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
