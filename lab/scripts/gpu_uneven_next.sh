@@ -24,6 +24,9 @@
 #           on mcr and plain NCCL, then the probe, FSDP2 on the backend against a plain NCCL
 #           group, a pass-through Python group and the floor, 9 rounds. Prediction: from
 #           0.93-0.96x to 1.00-1.04x (what the hook measured on the same GPUs), losses equal.
+#   destroy (with fsdp: PARTS="fsdp destroy") destroy_process_group() after graphs captured
+#           symm's kernel, graphs dropped and kept: prediction, the kept-graph mcr variant
+#           hangs (symmetric memory freed under a live graph), every other returns in < 1 s.
 set -u
 T0=$(date +%s); DEADLINE=${DEADLINE:-560}; PARTS=${PARTS:-check osu tune moe}
 . lab/scripts/parts.sh
@@ -84,5 +87,17 @@ if has fsdp; then
   run fsdp 260 env PYTHONPATH=$PYTHONPATH:$PWD/lab/probes $R lab/probes/ddp_fsdp_backend.py \
       --what fsdp --rounds 9 --passthru
   grep -h "RESULT" $OUT/fsdp.log | cut -c1-1500 >> $OUT/summary.txt
+fi
+if has destroy; then
+  # The 4x HF probe hung in destroy_process_group after captures (2026-11-27); at one GPU no
+  # variant hangs (2026-11-29c). Here symm's kernel is in the graphs (the mcr variant).
+  for v in plain mcr_nccl mcr mcr_nocap; do
+    for k in "" --keep-graph; do
+      [ "$v" = mcr_nocap ] && [ -n "$k" ] && continue
+      run destroy_${v}${k:+_keep} 75 $R lab/probes/destroy_after_capture.py $v $k
+      grep -h "DESTROYED\|File\|Timeout\|Error" $OUT/destroy_${v}${k:+_keep}.log | sort | \
+        uniq -c | cut -c1-200 | head -8 >> $OUT/summary.txt
+    done
+  done
 fi
 cat $OUT/summary.txt
