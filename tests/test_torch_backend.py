@@ -28,10 +28,11 @@ def _run(launcher: str, n: int, what: str, backend: str, env: dict[str, str]) ->
 @pytest.mark.parametrize("launcher,n,what", [
     ("torchrun", 2, "ddp"), ("torchrun", 2, "fsdp"), ("torchrun", 2, "tp"),
     ("mpi", 2, "ddp"), ("mpi", 2, "fsdp"), ("mpi", 2, "tp"), ("mpi", 4, "mesh"),
-    ("torchrun", 4, "mesh"), ("torchrun", 2, "tpc"), ("mpi", 2, "tpc")])
+    ("torchrun", 4, "mesh"), ("torchrun", 2, "tpc"), ("mpi", 2, "tpc"), ("torchrun", 2, "ddpc")])
 def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
     """tpc: the TP model under torch.compile (inductor), its all-reduces inside the compiled
-    graph as functional collectives on the mcr group."""
+    graph as functional collectives on the mcr group; ddpc: DDP under torch.compile (its bucket
+    rebuild calls the group's broadcast from a graph break, which Dynamo must not trace)."""
     env = {"MCR_TUNING_TABLE": MIXED} if launcher == "mpi" and n == 2 else {}
     plain = _losses(_run(launcher, n, what, "gloo", {}), what, "gloo", n)
     out = _run(launcher, n, what, "mcr", env)

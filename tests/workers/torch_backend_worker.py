@@ -1,10 +1,10 @@
 """torch.distributed code on the `mcr` backend trains as on plain Gloo, bit for bit: DDP, FSDP2
 (no mcr line: the backend gives FSDP2 mcr's comm objects; each rank says which served),
 DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile, `tpcg` compiled into
-CUDA graphs) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One workload a run, on plain Gloo or on
-the `mcr` backend (torch's default backend sent there by install()); each rank prints its
-losses exactly (float.hex), rank 0 of an mcr run the summary of what served it. A third
-argument `cuda` runs it on GPUs (plain is then `nccl`).
+CUDA graphs), DDP under torch.compile (`ddpc`) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One
+workload a run, on plain Gloo or on the `mcr` backend (torch's default backend sent there by
+install()); each rank prints its losses exactly (float.hex), rank 0 of an mcr run the summary
+of what served it. A third argument `cuda` runs it on GPUs (plain is then `nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
     mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
@@ -49,6 +49,8 @@ def train(what: str) -> list[float]:
     tp = {"up": ColwiseParallel(), "down": RowwiseParallel()}
     if what == "ddp":
         model = DDP(model)
+    elif what == "ddpc":   # compiled DDP: its bucket rebuild calls the group from a graph break
+        model = torch.compile(DDP(model))
     elif what == "fsdp":
         for m in model:
             fully_shard(m)
@@ -67,7 +69,7 @@ def train(what: str) -> list[float]:
             fully_shard(m, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    dp_rank = rank if what in ("ddp", "fsdp") else rank // 2 if what == "mesh" else 0
+    dp_rank = rank if what in ("ddp", "ddpc", "fsdp") else rank // 2 if what == "mesh" else 0
     gen = torch.Generator().manual_seed(1 + dp_rank)
     losses = []
     for _ in range(5):
