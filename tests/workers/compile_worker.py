@@ -2,14 +2,17 @@
 uncompiled, and mcr serves them: a tensor-parallel block (row-parallel all-reduce), a
 sequence-parallel step (all-gather, reduce-scatter), an MoE-style exchange (all-to-all) and a
 broadcast, compiled whole (the math around them exact, so that eager and compiled agree bit for
-bit); each rank prints its checks and Dynamo's graph and graph-break
-counts, rank 0 mcr's summary.
+bit); each rank prints its checks and Dynamo's graph and graph-break counts, rank 0 mcr's
+summary. `cuda`: on GPUs, compiled with CUDA graphs (mode="reduce-overhead").
 
     torchrun --nproc_per_node=2 tests/workers/compile_worker.py
     mpirun -np 2 python tests/workers/compile_worker.py
+    torchrun --nproc_per_node=4 tests/workers/compile_worker.py cuda
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from torch._dynamo.utils import counters
@@ -18,6 +21,9 @@ import mcr.comm as dist
 
 dist.init_distributed(verbose=False)
 rank, n = dist.get_rank(), dist.get_world_size()
+CUDA = sys.argv[1:] == ["cuda"]
+DEV = torch.device("cuda", torch.cuda.current_device()) if CUDA else torch.device("cpu")
+MODE = "reduce-overhead" if CUDA else None
 
 
 def step(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -25,7 +31,7 @@ def step(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     (x holds quarters: every sum and product here is exact in float32, in any order)."""
     y = torch.relu(x * 2 - 1)
     dist.all_reduce(y)                                     # row-parallel output
-    full = torch.empty(n * y.shape[0], y.shape[1])
+    full = torch.empty(n * y.shape[0], y.shape[1], device=DEV)
     dist.all_gather_into_tensor(full, y * (rank + 1))      # sequence parallel
     part = torch.empty_like(y)
     dist.reduce_scatter_tensor(part, full - 3)
@@ -35,17 +41,17 @@ def step(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return y + 1, part * 2, moved - 1
 
 
-compiled = torch.compile(step)
+compiled = torch.compile(step, mode=MODE)
 checks = 0
 with torch.no_grad():
     for i, rows in enumerate((2 * n, 4 * n, 2 * n)):      # a new size, then the first again
         g = torch.Generator().manual_seed(10 * i + rank)
-        x = torch.randint(-16, 17, (rows, 16), generator=g).float() / 4
+        x = (torch.randint(-16, 17, (rows, 16), generator=g).float() / 4).to(DEV)
         for want, got in zip(step(x), compiled(x)):
             assert torch.equal(want, got), f"rank {rank}: step {i}: eager {want} compiled {got}"
             checks += 1
 in_graph = (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()))
-pair = dist.new_group([0, 1])
+pair = dist.new_group([0, 1]) if n > 1 else None
 
 
 def breaks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -55,7 +61,7 @@ def breaks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     y = x * 2
     dist.all_reduce(y, async_op=True).wait()
     sizes = [1 + (rank + p) % n for p in range(n)]        # p sends me as many as I send p
-    out = torch.empty(sum(sizes), x.shape[1])
+    out = torch.empty(sum(sizes), x.shape[1], device=DEV)
     dist.all_to_all_single(out, x[:sum(sizes)] + rank, sizes, sizes)
     z = x + 1
     if rank < 2:
@@ -63,9 +69,9 @@ def breaks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return y - 1, out, z
 
 
-compiled = torch.compile(breaks)
+compiled = torch.compile(breaks, mode=MODE)
 with torch.no_grad():
-    x = torch.randint(-16, 17, (n * n, 16), generator=torch.Generator().manual_seed(rank))
+    x = torch.randint(-16, 17, (n * n, 16), generator=torch.Generator().manual_seed(rank)).to(DEV)
     for want, got in zip(breaks(x.float() / 4), compiled(x.float() / 4)):
         assert torch.equal(want, got), f"rank {rank}: breaks: eager {want} compiled {got}"
         checks += 1
