@@ -43,7 +43,11 @@ def _group(gid: int) -> Any:
         rt = runtime.get()
         for h in (rt.world, *rt.by_pg.values()):
             _GROUPS[h.id] = h
-        g = _GROUPS[gid]
+        g = _GROUPS.get(gid)
+        if g is None:
+            from mcr.errors import CallError
+            raise CallError(f"a compiled graph called mcr on group id {gid}, which this mcr "
+                            "session does not have (destroyed, or made by an earlier session)")
     return g
 
 
