@@ -176,7 +176,22 @@ def _in_graph() -> None:
         torch.compiler.substitute_in_graph(original, skip_signature_check=True)(stand_in)
 
 
-def _skip_mcr(_dynamo: ModuleType) -> None:
+_READY = {"comm": False, "dynamo": False, "done": False}
+
+
+def _maybe_in_graph() -> None:
+    """The custom ops and stand-ins, once both mcr.comm and torch._dynamo are fully imported
+    (either may come first; torch._dynamo may even be imported while mcr.comm is)."""
+    if _READY["comm"] and _READY["dynamo"] and not _READY["done"]:
+        _READY["done"] = True
+        try:
+            _in_graph()
+        except Exception as e:  # noqa: BLE001 - a torch without these APIs: graph breaks
+            warnings.warn(f"mcr: its collectives break torch.compile graphs on this torch "
+                          f"({e})", stacklevel=2)
+
+
+def _on_dynamo(_dynamo: ModuleType) -> None:
     try:
         from torch._dynamo import trace_rules
         trace_rules.add("mcr")        # every file under mcr's package: skipped, not inlined
@@ -184,16 +199,20 @@ def _skip_mcr(_dynamo: ModuleType) -> None:
         SKIPPED.append(False)
         return
     SKIPPED.append(True)
-    try:
-        _in_graph()
-    except Exception as e:  # noqa: BLE001 - a torch without these APIs: graph breaks instead
-        warnings.warn(f"mcr: its collectives break torch.compile graphs on this torch ({e})",
-                      stacklevel=2)
+    _READY["dynamo"] = True
+    _maybe_in_graph()
+
+
+def _on_comm(_comm: ModuleType) -> None:
+    _READY["comm"] = True
+    _maybe_in_graph()
 
 
 def arm() -> None:
-    """Have Dynamo skip mcr's code from the moment torch._dynamo is imported (now, if it is)."""
-    after_import("torch._dynamo", _skip_mcr)
+    """Have Dynamo skip mcr's code from the moment torch._dynamo is imported (now, if it is),
+    and meet mcr.comm's collectives as custom ops once mcr.comm is imported too."""
+    after_import("torch._dynamo", _on_dynamo)
+    after_import("mcr.comm", _on_comm)
 
 
 # Dynamo inlines only files it does not skip, and it skips mcr's: the stand-ins and what they
