@@ -24,6 +24,8 @@
 #           on mcr and plain NCCL, then the probe, FSDP2 on the backend against a plain NCCL
 #           group, a pass-through Python group and the floor, 9 rounds. Prediction: from
 #           0.93-0.96x to 1.00-1.04x (what the hook measured on the same GPUs), losses equal.
+#   compile tests/workers/compile_worker.py cuda (reduce-overhead) and compiled DDP on the
+#           backend: prediction COMPILE OK with 0 breaks on every rank, ddpc losses equal.
 #   destroy (with fsdp: PARTS="fsdp destroy") destroy_process_group() after graphs captured
 #           symm's kernel, graphs dropped and kept: prediction, the kept-graph mcr variant
 #           hangs (symmetric memory freed under a live graph), every other returns in < 1 s.
@@ -87,6 +89,17 @@ if has fsdp; then
   run fsdp 260 env PYTHONPATH=$PYTHONPATH:$PWD/lab/probes $R lab/probes/ddp_fsdp_backend.py \
       --what fsdp --rounds 9 --passthru
   grep -h "RESULT" $OUT/fsdp.log | cut -c1-1500 >> $OUT/summary.txt
+fi
+if has compile; then
+  # mcr under torch.compile (2026-11-29c): the five collectives as custom ops in
+  # reduce-overhead CUDA graphs (symm's kernel captured), compiled DDP on the backend.
+  run compile 150 $R tests/workers/compile_worker.py cuda
+  grep -ah "COMPILE\|Error\|served" $OUT/compile.log | cut -c1-300 | head -8 >> $OUT/summary.txt
+  grep -ah -A8 "^op " $OUT/compile.log | head -9 >> $OUT/summary.txt
+  for be in mcr nccl; do
+    run ddpc_$be 90 $R tests/workers/torch_backend_worker.py ddpc $be cuda
+    grep -ah "LOSSES\|Error" $OUT/ddpc_$be.log | cut -c1-300 | head -4 >> $OUT/summary.txt
+  done
 fi
 if has destroy; then
   # The 4x HF probe hung in destroy_process_group after captures (2026-11-27); at one GPU no
