@@ -1,6 +1,6 @@
 """Does destroy_process_group() return after CUDA graphs captured collectives? One variant a
 run: `plain` (torch's NCCL group, no mcr), `mcr` (the mcr backend, its tables), `mcr_nccl`
-(the mcr backend sent to NCCL), `mcr_nocap` (the mcr backend, no capture). Each rank prints
+(the mcr backend sent to NCCL), `mcr_nocap` and `plain_nocap` (no capture). Each rank prints
 how long the teardown took, or faulthandler's stacks after 40 s.
 
     torchrun --nproc_per_node=N lab/probes/destroy_after_capture.py VARIANT [--keep-graph]
@@ -44,7 +44,7 @@ for n in (1024, 65536, 1 << 20):
     tdist.all_reduce(x)                      # warm-up outside capture
     torch.cuda.synchronize()
     say(f"warm-up all-reduce of {n}")
-    if variant != "mcr_nocap":
+    if not variant.endswith("_nocap"):
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):

@@ -104,9 +104,9 @@ fi
 if has destroy; then
   # The 4x HF probe hung in destroy_process_group after captures (2026-11-27); at one GPU no
   # variant hangs (2026-11-29c). Here symm's kernel is in the graphs (the mcr variant).
-  for v in plain mcr_nccl mcr mcr_nocap; do
+  for v in ${DESTROY:-plain mcr_nccl mcr mcr_nocap}; do
     for k in "" --keep-graph; do
-      [ "$v" = mcr_nocap ] && [ -n "$k" ] && continue
+      case $v in *_nocap) [ -n "$k" ] && continue ;; esac
       run destroy_${v}${k:+_keep} 75 $R lab/probes/destroy_after_capture.py $v $k
       grep -h "DESTROYED\|File\|Timeout\|Error" $OUT/destroy_${v}${k:+_keep}.log | sort | \
         uniq -c | cut -c1-200 | head -8 >> $OUT/summary.txt
