@@ -151,7 +151,7 @@ KNOBS = (
     Knob("MCR_SYMM_LL_BYTES", "symm_ll_bytes", _bytes_or_auto, "auto", True),
     Knob("MCR_SYMM_PDL", "symm_pdl", _bool, "0", False),
     Knob("MCR_SYMM_OPS", "symm_ops", _symm_ops,
-         "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all", True),
+         "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,all_to_all_uneven", True),
     Knob("MCR_NCCL_CE", "nccl_ce", _bool, "0", True),
     Knob("MCR_NCCL_CE_MAX_BYTES", "nccl_ce_max_bytes", _size, "64MiB", True),
     Knob("MCR_FSDP_BUFFERS", "fsdp_buffers", int_from(2), "4", True),
@@ -197,7 +197,7 @@ class Config:
     symm_ll_bytes: float | None = None            # symm's low-latency kernel up to here (auto)
     symm_pdl: bool = False                        # launch the kernel early (PDL)
     symm_ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                 "all_to_all")
+                                 "all_to_all", "all_to_all_uneven")
     nccl_ce: bool = False                         # enable nccl_ce
     nccl_ce_max_bytes: float = 64 * 2**20         # nccl_ce window per rank
     fsdp_buffers: int = 4                         # FSDP2 all-gather outputs kept per size

@@ -181,7 +181,9 @@ def test_symm_all_gather_and_reduce_scatter_by_knob(monkeypatch: pytest.MonkeyPa
     assert "exceed" in be.decline_key(key("all_to_all", 4 * 349526, 4))
     uneven = make_key("all_to_all", 2, 64, torch.bfloat16, "cuda", None, "standalone",
                       even=False)
-    assert "all_to_all_uneven" in be.decline_key(uneven)
+    assert be.decline_key(uneven) is None       # all_to_all_uneven is in the default
+    assert "all_to_all_uneven" in SymmBackend(Config(symm_ops=("all_reduce", "all_to_all"))
+                                              ).decline_key(uneven)
     ll = _LLStandin(1 << 20)
     st = _cpu_staging(GraphCache(0, torch.device("cpu")), ll)
     monkeypatch.setattr("mcr.backends.symm.backend.follow_stream", lambda last, dev: None)

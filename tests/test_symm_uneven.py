@@ -31,10 +31,12 @@ def _uneven_key(nbytes: int, ranks: int) -> object:
 
 def test_symm_takes_uneven_all_to_alls_only_where_asked_and_within_its_limit(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Off by default; with MCR_SYMM_OPS naming all_to_all_uneven, keys (group size x the
-    largest block, rounded up) within the low-latency limit are served, larger ones declined;
-    the knob's name is not an op."""
-    assert "all_to_all_uneven" in SymmBackend(Config()).decline_key(_uneven_key(64, 2))
+    """On by default; without all_to_all_uneven in MCR_SYMM_OPS declined; with it, keys (group
+    size x the largest block, rounded up) within the low-latency limit are served, larger ones
+    declined; the knob's name is not an op."""
+    assert SymmBackend(Config()).decline_key(_uneven_key(64, 2)) is None
+    assert "all_to_all_uneven" in SymmBackend(Config(symm_ops=OPS[:-1])).decline_key(
+        _uneven_key(64, 2))
     be = SymmBackend(Config(symm_ops=OPS))
     assert be.serves == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
     assert be.decline_key(_uneven_key(2 * 2**20, 2)) is None
