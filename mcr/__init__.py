@@ -40,9 +40,3 @@ class _CheckoutFinder(importlib.abc.MetaPathFinder):
 
 if _CHECKOUT and not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _CheckoutFinder())   # before the path finder: a stale mcr/tuner/
-
-# torch.compile must not trace into mcr (mcr.integrations.compile says why); standard library
-# only until torch._dynamo is imported.
-from .integrations import compile as _compile  # noqa: E402
-
-_compile.arm()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch.distributed as tdist
 
+from . import compiled as _compiled
 from .alltoall import all_to_all, all_to_all_single
 from .collectives import (
                           all_gather,
@@ -109,3 +110,7 @@ __all__ = [
     "patch_aml_env_for_torch_nccl_backend", "patch_aws_sm_env_for_torch_nccl_backend",
     "reset_log", "set_backend", "timed_op",
 ]
+
+# torch.compile: Dynamo skips mcr's code, and the in-place collectives enter graphs as custom ops
+# (mcr.compiled); from here on, when torch._dynamo is imported.
+_compiled.arm()

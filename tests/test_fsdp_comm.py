@@ -15,7 +15,7 @@ def test_after_import_runs_each_function_once_the_module_has_run(tmp_path, monke
     already imported, at once."""
     import sys
 
-    from mcr.integrations.imports import after_import
+    from mcr.imports import after_import
     (tmp_path / "mcr_probe_mod.py").write_text("VALUE = 7\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "mcr_probe_mod", raising=False)

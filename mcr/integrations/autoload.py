@@ -15,7 +15,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from .imports import after_import
+from mcr.imports import after_import
 
 
 def _deepspeed(_module: ModuleType) -> None:

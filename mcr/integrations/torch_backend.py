@@ -28,11 +28,11 @@ import torch.distributed as tdist
 
 import mcr.comm as dist
 from mcr import runtime
+from mcr.imports import after_import
 from mcr.launch import mpi_launch, rendezvous_env, state_ranks
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
-from .imports import after_import
 from .torch_works import Done, HostUnderWay, OnStream, Pending
 
 NAME = "mcr"

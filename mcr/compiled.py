@@ -14,15 +14,16 @@ compiled graph calls and CUDA graphs capture as mcr's calls may be captured. Any
 (async_op, a torch ProcessGroup, PREMUL_SUM, split sizes) and every other mcr call is a graph
 break that runs mcr as uncompiled code runs it.
 
-Armed at mcr's import; it acts when torch._dynamo is imported (importing it costs about a
+Armed by mcr.comm's import; it acts when torch._dynamo is imported (importing it costs about a
 second, which mcr does not add to a job that never compiles)."""
 
 from __future__ import annotations
 
 import warnings
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from . import alltoall, collectives
 from .imports import after_import
 
 SKIPPED: list[bool] = []      # [True] once Dynamo skips mcr, [False] if this torch cannot
@@ -35,7 +36,7 @@ G: dict[str, Any] = {}
 
 def _group(gid: int) -> Any:
     """The mcr group of id gid (-1: the world), for a compiled graph's call."""
-    from mcr import runtime
+    from . import runtime
     if gid < 0:
         return None
     g = _GROUPS.get(gid)
@@ -45,7 +46,7 @@ def _group(gid: int) -> Any:
             _GROUPS[h.id] = h
         g = _GROUPS.get(gid)
         if g is None:
-            from mcr.errors import CallError
+            from .errors import CallError
             raise CallError(f"a compiled graph called mcr on group id {gid}, which this mcr "
                             "session does not have (destroyed, or made by an earlier session)")
     return g
@@ -143,8 +144,11 @@ def _in_graph() -> None:
     import torch
     import torch.distributed as tdist
 
-    import mcr.comm as dist
-    from mcr.groups import Group
+    from .groups import Group
+
+    dist = SimpleNamespace(**{f.__name__: f for f in (
+        collectives.all_reduce, collectives.all_gather_into_tensor,
+        collectives.reduce_scatter_tensor, collectives.broadcast, alltoall.all_to_all_single)})
 
     ops = (tdist.ReduceOp.SUM, tdist.ReduceOp.AVG, tdist.ReduceOp.PRODUCT, tdist.ReduceOp.MIN,
            tdist.ReduceOp.MAX, tdist.ReduceOp.BAND, tdist.ReduceOp.BOR, tdist.ReduceOp.BXOR)
@@ -181,7 +185,7 @@ _READY = {"comm": False, "dynamo": False, "done": False}
 
 def _maybe_in_graph() -> None:
     """The custom ops and stand-ins, once both mcr.comm and torch._dynamo are fully imported
-    (either may come first; torch._dynamo may even be imported while mcr.comm is)."""
+    (either may come first; torch._dynamo may even be imported while torch or mcr.comm is)."""
     if _READY["comm"] and _READY["dynamo"] and not _READY["done"]:
         _READY["done"] = True
         try:
@@ -203,16 +207,11 @@ def _on_dynamo(_dynamo: ModuleType) -> None:
     _maybe_in_graph()
 
 
-def _on_comm(_comm: ModuleType) -> None:
-    _READY["comm"] = True
-    _maybe_in_graph()
-
-
 def arm() -> None:
     """Have Dynamo skip mcr's code from the moment torch._dynamo is imported (now, if it is),
-    and meet mcr.comm's collectives as custom ops once mcr.comm is imported too."""
+    and meet mcr.comm's collectives as custom ops (mcr.comm calls this once it is complete)."""
+    _READY["comm"] = True
     after_import("torch._dynamo", _on_dynamo)
-    after_import("mcr.comm", _on_comm)
 
 
 # Dynamo inlines only files it does not skip, and it skips mcr's: the stand-ins and what they
