@@ -63,19 +63,13 @@ class Work(tdist.Work):
                  stream_ordered: bool) -> Work:
         """Work(op, ..., torch_work=, stream_ordered=) without the rest: the hot path of every
         asynchronous torch-backed call (a third less host time than the general form)."""
-        # One statement a slot: tuple assignments build and unpack a tuple (0.1 us more).
         w = cls.__new__(cls)
         _WORK_INIT(w)
-        w.op = op
-        w.backend = backend
-        w.nbytes = nbytes
-        w.group_size = group_size
-        w._torch = torch_work
-        w._stream = stream_ordered
-        w._reqs = w._mpi_test = w._after = w.source = w.check = None
-        w._done = False
-        w._t0 = time.perf_counter() if ON_COMPLETE else 0.0
-        w._keep = ()
+        w.op, w.backend, w.nbytes, w.group_size = op, backend, nbytes, group_size
+        w._torch, w._stream, w._reqs, w._mpi_test, w._after = torch_work, stream_ordered, \
+            None, None, None
+        w._done, w._t0, w.source, w.check, w._keep = False, \
+            time.perf_counter() if ON_COMPLETE else 0.0, None, None, ()
         return w
 
     def describe(self) -> str:
