@@ -26,7 +26,6 @@ from typing import Any
 from . import alltoall, collectives
 from .imports import after_import
 
-SKIPPED: list[bool] = []      # [True] once Dynamo skips mcr, [False] if this torch cannot
 _GROUPS: dict[int, Any] = {}  # mcr Group id -> Group, for the custom ops
 # What the traced stand-ins read, as module globals (Dynamo guards them by name; closure cells of
 # functions it did not see made it break): the custom ops, the reduce ops they number, mcr's
@@ -65,11 +64,10 @@ def _gid(group: Any, async_op: bool) -> int | None:
 
 def _redop(op: Any) -> int:
     """The custom ops' number of reduce op `op`, -1 where it has none (PREMUL_SUM)."""
-    code = -1
     for i, o in enumerate(G["ops"]):
         if op is o:
-            code = i
-    return code
+            return i
+    return -1
 
 
 def all_reduce(tensor: Any, op: Any = None, group: Any = None, async_op: bool = False,
@@ -200,9 +198,7 @@ def _on_dynamo(_dynamo: ModuleType) -> None:
         from torch._dynamo import trace_rules
         trace_rules.add("mcr")        # every file under mcr's package: skipped, not inlined
     except (ImportError, AttributeError):   # a torch without it: Dynamo traces as before
-        SKIPPED.append(False)
         return
-    SKIPPED.append(True)
     _READY["dynamo"] = True
     _maybe_in_graph()
 
