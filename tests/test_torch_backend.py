@@ -4,6 +4,7 @@ every call served by mcr; under mpirun with a table that mixes Gloo and MPI by s
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -49,6 +50,31 @@ def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
     assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
     if env:   # the table mixes the two libraries by size: both served calls
         assert re.search(r"\s+gloo\s+\d+", out) and re.search(r"\s+mpi\s+\d+", out), out[-3000:]
+
+
+@pytest.mark.parametrize("what", ["fsdp", "ddp"])
+def test_register_alone_then_init_process_group_mcr(what):
+    """register() and init_process_group("mcr"), torch's own start: mcr starts at its first
+    call, which for FSDP2 is its comm objects' (before any collective), for DDP a broadcast."""
+    plain = _losses(_run("torchrun", 2, what, "gloo", {}), what, "gloo", 2)
+    out = _run("torchrun", 2, what, "reg", {})
+    assert _losses(out, what, "mcr", 2) == plain, out[-3000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and served.group(1) == served.group(2) != "0", out[-3000:]
+
+
+def test_fsdp2_checkpoints_with_dcp_on_the_mcr_backend(tmp_path):
+    """DCP's async_save (it asks the group for a CPU backend), dcp.load and a full state dict
+    sent from rank 0 (set_model_state_dict picks its device from the group's): the losses
+    after each repeat those after the save, and equal plain Gloo's."""
+    runs = {}
+    for backend in ("gloo", "mcr"):
+        out = run_torchrun(2, "torch_backend_worker.py", "ckpt", backend, "cpu",
+                           str(tmp_path / backend), timeout=180)
+        runs[backend] = _losses(out, "ckpt", backend, 2)
+    assert runs["mcr"] == runs["gloo"], runs
+    losses = ast.literal_eval(runs["mcr"])
+    assert losses[0:2] == losses[2:4] == losses[4:6], losses
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpi"])

@@ -281,6 +281,11 @@ def serve_groups(is_mcr: Callable[[Any], bool]) -> None:
         pg = getattr(self.mesh_info, "shard_process_group", None)
         if pg is None or not is_mcr(pg):
             return
+        if not runtime._RT:
+            # After the backend's register() alone mcr starts at its first call, and FSDP2's
+            # first (an all-gather output's allocation) needs it; fully_shard runs on every
+            # rank alike, so mcr starts here.
+            mcr.init_distributed()
         if type(self._all_gather_comm) is defaults[0]:
             self._all_gather_comm = AllGather(pg)
         if type(self._reduce_scatter_comm) is defaults[1]:

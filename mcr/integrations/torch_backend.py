@@ -119,11 +119,39 @@ def _create(opts: Any, backend_options: Any) -> McrProcessGroup:
     return McrProcessGroup(opts.group_rank, opts.group_size, ranks)
 
 
+class _NoLibrary:
+    """No torch library object stands behind an mcr group (its own methods serve every call):
+    it supports none of the library features torch's code asks about (tensor allocation,
+    splitting, coalescing, time estimates, ...), so that code takes its general path, and
+    torch.distributed.breakpoint() only warns that it cannot lengthen this group's timeout."""
+
+    def name(self) -> str:
+        """The backend's name."""
+        return NAME
+
+    def supports_tensor_alloc(self, device: Any) -> bool:
+        """No: torch.empty serves (FSDP2's allocating all-gather asks)."""
+        return False
+
+    def __getattr__(self, attr: str) -> bool:
+        if attr.startswith("supports_"):
+            return False
+        raise AttributeError(f"an mcr process group has no torch library behind it ({attr})")
+
+
+_NO_LIBRARY = _NoLibrary()
+
+
 class McrProcessGroup(tdist.ProcessGroup):
     """A torch process group whose collectives are mcr.comm's calls on the same ranks."""
 
     def __init__(self, rank: int, size: int, ranks: list[int]) -> None:
         super().__init__(rank, size)
+        # Listed as a CPU group (`_device_types`), for torch code that asks before it calls:
+        # DCP's async_save wants a CPU backend, set_model_state_dict's broadcast from rank 0
+        # picks a listed device. Not CUDA: torch code that finds CUDA listed takes the group
+        # for NCCL (inductor's cache hits extend every CUDA group's NCCL timeout).
+        self._register_backend(torch.device("cpu"), tdist.ProcessGroup.BackendType.CUSTOM, None)
         self._ranks = ranks
         self._mcr_group: Any = None
         self._name = ""
@@ -137,6 +165,13 @@ class McrProcessGroup(tdist.ProcessGroup):
     def group_name(self) -> str:
         """The name torch registered this group under."""
         return self._name
+
+    def _get_backend(self, device: Any) -> Any:
+        """What torch's Python code gets when it asks for the library behind a listed device:
+        none (_NoLibrary), where torch itself would raise."""
+        if torch.device(device).type == "cpu":
+            return _NO_LIBRARY
+        return super()._get_backend(device)
 
     def getBackendName(self) -> str:  # noqa: N802 - torch's name
         """The backend's name, as torch asks it."""

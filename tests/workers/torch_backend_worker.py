@@ -1,10 +1,12 @@
 """torch.distributed code on the `mcr` backend trains as on plain Gloo, bit for bit: DDP, FSDP2
 (no mcr line: the backend gives FSDP2 mcr's comm objects; each rank says which served),
 DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile, `tpcg` compiled into
-CUDA graphs), DDP under torch.compile (`ddpc`) and, on 4 ranks, a 2-D mesh (FSDP2 x TP). One
-workload a run, on plain Gloo or on the `mcr` backend (torch's default backend sent there by
-install()); each rank prints its losses exactly (float.hex), rank 0 of an mcr run the summary
-of what served it. A third argument `cuda` runs it on GPUs (plain is then `nccl`).
+CUDA graphs), DDP under torch.compile (`ddpc`), on 4 ranks a 2-D mesh (FSDP2 x TP), and FSDP2
+saved and loaded with DCP (`ckpt`, into the folder of a fourth argument). One workload a run,
+on plain Gloo or on the `mcr` backend (torch's default backend sent there by install(); `reg`:
+register() alone, then init_process_group("mcr")); each rank prints its losses exactly
+(float.hex), rank 0 of an mcr run the summary of what served it. A third argument `cuda` runs
+it on GPUs (plain is then `nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
     mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
@@ -88,6 +90,60 @@ def train(what: str) -> list[float]:
                  for c in (group._all_gather_comm, group._reduce_scatter_comm)]
         print(f"rank {rank}: COMMS {' '.join(names)}", flush=True)
     return losses
+
+
+def checkpoint(folder: str) -> list[float]:
+    """FSDP2 saved with DCP's async_save (which wants a CPU backend on the group) after 2 steps,
+    then 2 more steps; the same 2 steps again from a fresh model loaded with dcp.load, and from
+    one loaded from rank 0's full state dict (set_model_state_dict's broadcast_from_rank0):
+    the three runs' losses, which must repeat."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
+
+    def build(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(Block(), Block()).to(DEVICE)
+        for m in model:
+            fully_shard(m)
+        fully_shard(model)
+        return model, torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def steps(model: torch.nn.Module, opt: torch.optim.Optimizer, seed: int) -> list[float]:
+        gen, out = torch.Generator().manual_seed(seed + tdist.get_rank()), []
+        for _ in range(2):
+            loss = model(torch.randn(8, 32, generator=gen).to(DEVICE)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total = loss.detach().clone()
+            tdist.all_reduce(total)
+            out.append(total.item())
+        return out
+
+    model, opt = build(0)
+    steps(model, opt, 1)
+    msd, osd = get_state_dict(model, opt)
+    dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=folder).result()
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
+                                                                 cpu_offload=True))
+    losses = steps(model, opt, 2)
+    loaded, lopt = build(5)
+    msd, osd = get_state_dict(loaded, lopt)
+    state = {"model": msd, "optim": osd}
+    dcp.load(state, checkpoint_id=folder)
+    set_state_dict(loaded, lopt, model_state_dict=state["model"],
+                   optim_state_dict=state["optim"])
+    losses += steps(loaded, lopt, 2)
+    sent, sopt = build(6)      # SGD without momentum: the model's state is all there is
+    set_model_state_dict(sent, full if tdist.get_rank() == 0 else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    return losses + steps(sent, sopt, 2)
 
 
 def calls() -> list[float]:
@@ -194,8 +250,8 @@ def gone() -> None:
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
     if backend not in ("mcr", "env"):
-        # Plain torch needs its rendezvous variables under mpirun; mcr's init_process_group
-        # sets them itself (the `mcr` and `env` runs test that).
+        # Plain torch needs its rendezvous variables under mpirun (so does `reg`: torch's own
+        # init_process_group); mcr's sets them itself (the `mcr` and `env` runs test that).
         torch_env_from_mpi()
     if DEVICE == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get(
@@ -205,6 +261,11 @@ if __name__ == "__main__":
         torch_backend.install()
         tdist.init_process_group()                 # torch's default backend: now mcr's
         assert tdist.get_backend() == "mcr", tdist.get_backend()
+    elif backend == "reg":      # register() alone: torch's own start of the named backend
+        from mcr.integrations import torch_backend
+        torch_backend.register()
+        tdist.init_process_group("mcr")
+        backend = "mcr"
     elif backend == "env":                         # MCR_TORCH=1: the script knows no mcr
         tdist.init_process_group("gloo")
         assert tdist.get_backend() == "mcr", tdist.get_backend()
@@ -213,7 +274,8 @@ if __name__ == "__main__":
         tdist.init_process_group(backend)
     if what == "gone":
         gone()
-    losses = calls() if what == "calls" else train(what)
+    losses = calls() if what == "calls" else checkpoint(sys.argv[4]) if what == "ckpt" else \
+        train(what)
     if what in ("tpc", "tpcg"):   # compiled, and the collectives inside the compiled graphs
         from torch._dynamo.utils import counters
         print(f"rank {tdist.get_rank()}: COMPILED graphs {counters['stats']['unique_graphs']} "
