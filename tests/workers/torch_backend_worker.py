@@ -130,8 +130,9 @@ def checkpoint(folder: str) -> list[float]:
     steps(model, opt, 1)
     msd, osd = get_state_dict(model, opt)
     dcp.async_save({"model": msd, "optim": osd}, checkpoint_id=folder).result()
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
-                                                                 cpu_offload=True))
+    # Cloned: on one host rank the full state dict's tensors are the parameters themselves.
+    full = {k: v.clone() for k, v in get_model_state_dict(model, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True)).items()}
     losses = steps(model, opt, 2)
     loaded, lopt = build(5)
     msd, osd = get_state_dict(loaded, lopt)
