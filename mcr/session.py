@@ -127,6 +127,19 @@ def _unusable_rules(rt: runtime.Runtime, cuda: bool) -> list[str]:
     return out
 
 
+def names_mcr(backend: str | None) -> bool:
+    """Whether torch backend string `backend` names the `mcr` backend, alone or for any device
+    ("mcr", "cpu:mcr,cuda:mcr", "cpu:gloo,cuda:mcr": torch then hands every call of the group
+    to mcr's, whatever the device, as it does for any Python process group)."""
+    return backend is not None and any(part.rpartition(":")[2].strip().lower() == "mcr"
+                                       for part in str(backend).split(","))
+
+
+def _on_mcr(pg: Any) -> bool:
+    """Whether torch's group pg is the `mcr` backend's."""
+    return names_mcr(tdist.get_backend(pg))
+
+
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
            dist_backend: str | None) -> runtime.Runtime:
     """Backends, world group, tables (checked equal on all ranks), logger, dispatcher."""
@@ -134,7 +147,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
     base = tdist.group.WORLD
-    if tdist.get_backend(base) == "mcr":
+    if _on_mcr(base):
         # torch.distributed was started on mcr's own backend (mcr.integrations.torch_backend),
         # whose calls are mcr's: mcr's checks and libraries need a Gloo world beside it.
         base = tdist.new_group(backend="gloo", timeout=pg_timeout)

@@ -52,12 +52,14 @@ def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
         assert re.search(r"\s+gloo\s+\d+", out) and re.search(r"\s+mpi\s+\d+", out), out[-3000:]
 
 
-@pytest.mark.parametrize("what", ["fsdp", "ddp"])
-def test_register_alone_then_init_process_group_mcr(what):
-    """register() and init_process_group("mcr"), torch's own start: mcr starts at its first
-    call, which for FSDP2 is its comm objects' (before any collective), for DDP a broadcast."""
+@pytest.mark.parametrize("what,how", [("fsdp", "reg"), ("ddp", "reg"), ("ddp", "regdev"),
+                                      ("fsdp", "regmix")])
+def test_register_alone_then_init_process_group_mcr(what, how):
+    """register() and init_process_group("mcr") (regdev: "cpu:mcr,cuda:mcr", regmix:
+    "cpu:gloo,cuda:mcr"), torch's own start: mcr starts at its first call, which for FSDP2 is
+    its comm objects' (before any collective), for DDP a broadcast."""
     plain = _losses(_run("torchrun", 2, what, "gloo", {}), what, "gloo", 2)
-    out = _run("torchrun", 2, what, "reg", {})
+    out = _run("torchrun", 2, what, how, {})
     assert _losses(out, what, "mcr", 2) == plain, out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2) != "0", out[-3000:]

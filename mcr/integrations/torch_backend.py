@@ -30,6 +30,7 @@ import mcr.comm as dist
 from mcr import runtime
 from mcr.imports import after_import
 from mcr.launch import mpi_launch, rendezvous_env, state_ranks
+from mcr.session import names_mcr
 from mcr.streams import capturing
 from mcr.work import Work as McrWork
 
@@ -81,8 +82,8 @@ def install() -> None:
     c10d._mcr_original = original  # type: ignore[attr-defined]
 
     def init_process_group(backend: str | None = None, *args: Any, **kwargs: Any) -> None:
-        if backend in STANDARD or backend == NAME:
-            backend = NAME
+        if backend in STANDARD or names_mcr(backend):
+            backend = backend if names_mcr(backend) else NAME
             # torch connects a group bound to a device eagerly through its C++ backend, which
             # a Python group has none of (transformers binds one): the device is set instead.
             device = kwargs.pop("device_id", None)

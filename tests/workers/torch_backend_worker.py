@@ -4,7 +4,8 @@ DTensor tensor parallelism (parallelize_module; `tpc` under torch.compile, `tpcg
 CUDA graphs), DDP under torch.compile (`ddpc`), on 4 ranks a 2-D mesh (FSDP2 x TP), and FSDP2
 saved and loaded with DCP (`ckpt`, into the folder of a fourth argument). One workload a run,
 on plain Gloo or on the `mcr` backend (torch's default backend sent there by install(); `reg`:
-register() alone, then init_process_group("mcr")); each rank prints its losses exactly
+register() alone, then init_process_group("mcr"); `regdev`, `regmix`: with "cpu:mcr,cuda:mcr"
+and "cpu:gloo,cuda:mcr")); each rank prints its losses exactly
 (float.hex), rank 0 of an mcr run the summary of what served it. A third argument `cuda` runs
 it on GPUs (plain is then `nccl`).
 
@@ -41,6 +42,8 @@ class Block(torch.nn.Module):
 
 
 DEVICE = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+# register() alone, then init_process_group with these backend strings
+REGISTERED = {"reg": "mcr", "regdev": "cpu:mcr,cuda:mcr", "regmix": "cpu:gloo,cuda:mcr"}
 
 
 def train(what: str) -> list[float]:
@@ -262,10 +265,10 @@ if __name__ == "__main__":
         torch_backend.install()
         tdist.init_process_group()                 # torch's default backend: now mcr's
         assert tdist.get_backend() == "mcr", tdist.get_backend()
-    elif backend == "reg":      # register() alone: torch's own start of the named backend
+    elif backend in REGISTERED:   # register() alone: torch's own start of the named backend
         from mcr.integrations import torch_backend
         torch_backend.register()
-        tdist.init_process_group("mcr")
+        tdist.init_process_group(REGISTERED[backend])
         backend = "mcr"
     elif backend == "env":                         # MCR_TORCH=1: the script knows no mcr
         tdist.init_process_group("gloo")
