@@ -61,6 +61,9 @@ def test_register_alone_then_init_process_group_mcr(what, how):
     plain = _losses(_run("torchrun", 2, what, "gloo", {}), what, "gloo", 2)
     out = _run("torchrun", 2, what, how, {})
     assert _losses(out, what, "mcr", 2) == plain, out[-3000:]
+    if what == "fsdp":   # the backend's hook gave FSDP2 mcr's comm objects
+        assert out.count("COMMS mcr.integrations.fsdp.AllGather mcr.integrations.fsdp."
+                         "ReduceScatter") == 2, out[-3000:]
     served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
     assert served and served.group(1) == served.group(2) != "0", out[-3000:]
 

@@ -5,9 +5,9 @@ CUDA graphs), DDP under torch.compile (`ddpc`), on 4 ranks a 2-D mesh (FSDP2 x T
 saved and loaded with DCP (`ckpt`, into the folder of a fourth argument). One workload a run,
 on plain Gloo or on the `mcr` backend (torch's default backend sent there by install(); `reg`:
 register() alone, then init_process_group("mcr"); `regdev`, `regmix`: with "cpu:mcr,cuda:mcr"
-and "cpu:gloo,cuda:mcr")); each rank prints its losses exactly
-(float.hex), rank 0 of an mcr run the summary of what served it. A third argument `cuda` runs
-it on GPUs (plain is then `nccl`).
+and "cpu:gloo,cuda:mcr")); each rank prints its losses exactly (float.hex), rank 0 of an mcr
+run the summary of what served it. A third argument `cuda` runs it on GPUs (plain is then
+`nccl`).
 
     torchrun --nproc_per_node=2 tests/workers/torch_backend_worker.py ddp mcr
     mpirun -np 4 python tests/workers/torch_backend_worker.py mesh gloo
@@ -254,8 +254,9 @@ def gone() -> None:
 if __name__ == "__main__":
     what, backend = sys.argv[1], sys.argv[2]
     if backend not in ("mcr", "env"):
-        # Plain torch needs its rendezvous variables under mpirun (so does `reg`: torch's own
-        # init_process_group); mcr's sets them itself (the `mcr` and `env` runs test that).
+        # Plain torch needs its rendezvous variables under mpirun (so do the REGISTERED runs:
+        # torch's own init_process_group); mcr's sets them itself (the `mcr` and `env` runs
+        # test that).
         torch_env_from_mpi()
     if DEVICE == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", os.environ.get(
