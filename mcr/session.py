@@ -135,11 +135,6 @@ def names_mcr(backend: str | None) -> bool:
                                        for part in str(backend).split(","))
 
 
-def _on_mcr(pg: Any) -> bool:
-    """Whether torch's group pg is the `mcr` backend's."""
-    return names_mcr(tdist.get_backend(pg))
-
-
 def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
            dist_backend: str | None) -> runtime.Runtime:
     """Backends, world group, tables (checked equal on all ranks), logger, dispatcher."""
@@ -147,7 +142,7 @@ def _setup(cfg: Config, launch: Launch, cuda: bool, pg_timeout: timedelta,
     backends = backends_mod.build(cfg, launched_by_mpi(), cuda)
     default_gpu = "nccl" if dist_backend in (None, "gloo", "rccl") else dist_backend
     base = tdist.group.WORLD
-    if _on_mcr(base):
+    if names_mcr(tdist.get_backend(base)):
         # torch.distributed was started on mcr's own backend (mcr.integrations.torch_backend),
         # whose calls are mcr's: mcr's checks and libraries need a Gloo world beside it.
         base = tdist.new_group(backend="gloo", timeout=pg_timeout)

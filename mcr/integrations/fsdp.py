@@ -284,8 +284,8 @@ def serve_groups(is_mcr: Callable[[Any], bool]) -> None:
         if not runtime._RT:
             # After the backend's register() alone mcr starts at its first call, and FSDP2's
             # first (an all-gather output's allocation) needs it; fully_shard runs on every
-            # rank alike, so mcr starts here.
-            mcr.init_distributed()
+            # rank alike, so mcr starts here, quietly, as the backend's own first call starts it.
+            mcr.init_distributed(verbose=False)
         if type(self._all_gather_comm) is defaults[0]:
             self._all_gather_comm = AllGather(pg)
         if type(self._reduce_scatter_comm) is defaults[1]:

@@ -82,8 +82,9 @@ def install() -> None:
     c10d._mcr_original = original  # type: ignore[attr-defined]
 
     def init_process_group(backend: str | None = None, *args: Any, **kwargs: Any) -> None:
-        if backend in STANDARD or names_mcr(backend):
-            backend = backend if names_mcr(backend) else NAME
+        if backend in STANDARD:
+            backend = NAME
+        if names_mcr(backend):
             # torch connects a group bound to a device eagerly through its C++ backend, which
             # a Python group has none of (transformers binds one): the device is set instead.
             device = kwargs.pop("device_id", None)
