@@ -157,6 +157,9 @@ class McrProcessGroup(tdist.ProcessGroup):
         self._ranks = ranks
         self._mcr_group: Any = None
         self._name = ""
+        # (mcr's runtime, {(bytes, dtype, reduce op): whether its library completes a call
+        # alone}): see _under_way
+        self._alone: tuple[Any, dict[tuple, bool]] = (None, {})
 
     # torch keeps a group's name on its C++ backends, which a Python group has none of:
     # DeviceMesh and functional collectives find groups by this name.
@@ -211,11 +214,20 @@ class McrProcessGroup(tdist.ProcessGroup):
         mcr's worker thread, DDP under mpirun on 2 cores ran 1.06-1.09x of plain Gloo's
         against 1.09-1.12x synchronous)."""
         g = self._g()
-        try:
-            name = dist.which_backend("all_reduce", t.nbytes, t.dtype, "cpu", g, op)
-        except Exception:  # noqa: BLE001 - the call itself then says what is wrong
-            return None
-        if not runtime.get().backends[name].completes_alone:
+        rt = runtime.get()
+        # The library's answer per call shape, kept for the session (DDP repeats its bucket
+        # sizes): asking the dispatcher costs more than the rest of the call.
+        if self._alone[0] is not rt:
+            self._alone = (rt, {})
+        key = (t.nbytes, t.dtype, op)   # torch's ReduceOp hashes and compares by its kind
+        alone = self._alone[1].get(key)
+        if alone is None:
+            try:
+                name = dist.which_backend("all_reduce", t.nbytes, t.dtype, "cpu", g, op)
+            except Exception:  # noqa: BLE001 - the call itself then says what is wrong
+                return None
+            alone = self._alone[1][key] = rt.backends[name].completes_alone
+        if not alone:
             return None
         w = dist.all_reduce(t, op, group=g, async_op=True)
         if w is not None and not (isinstance(w, McrWork) and w.alone()):
