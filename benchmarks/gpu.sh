@@ -16,6 +16,8 @@
 #   moe      DeepSpeed-MoE expert parallelism (benchmarks/moe.py), the large shape: decode-size
 #            forwards (64, 256 tokens a rank) and training steps (512, 4096), top-2, capacity
 #            1.0 and drop-less with uneven splits (needs DeepSpeed)
+#   overhead host time mcr adds per call (benchmarks/dispatch_overhead.py: NCCL and symm calls)
+#            and its torch.distributed backend (benchmarks/backend_overhead.py)
 # NVLink multicast stays off (shared hosts): NCCL_NVLS_ENABLE=0 and the like are set here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +73,11 @@ decode() {
   fi
 }
 
+overhead() {
+  "${RUN[@]}" -m benchmarks.dispatch_overhead -d cuda --rounds 100
+  "${RUN[@]}" -m benchmarks.backend_overhead -d cuda
+}
+
 for p in $PARTS; do
   case $p in
     osu) part osu osu ;;
@@ -86,7 +93,8 @@ for p in $PARTS; do
         --capacity 1.0,uneven --step decode --out "$OUT/moe_decode"
       part moe_train "${RUN[@]}" -m benchmarks.moe --shape large --tokens 512,4096 --k 2 \
         --capacity 1.0,uneven --step train --out "$OUT/moe_train" ;;
-    *) echo "benchmarks/gpu.sh: unknown part '$p' (osu, decode, overlap, train, moe)" >&2
+    overhead) part overhead overhead ;;
+    *) echo "benchmarks/gpu.sh: unknown part '$p' (osu, decode, overlap, train, moe, overhead)" >&2
        exit 2 ;;
   esac
 done

@@ -8,7 +8,7 @@ import ast
 import re
 
 import pytest
-from conftest import ROOT, run_mpi, run_torchrun
+from conftest import ROOT, gpus, run_mpi, run_torchrun
 
 MIXED = str(ROOT / "tests" / "data" / "mixed_cpu_np2.yaml")
 
@@ -50,6 +50,27 @@ def test_torch_code_on_the_mcr_backend_trains_as_on_gloo(launcher, n, what):
     assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
     if env:   # the table mixes the two libraries by size: both served calls
         assert re.search(r"\s+gloo\s+\d+", out) and re.search(r"\s+mpi\s+\d+", out), out[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 1, reason="needs a GPU")
+@pytest.mark.parametrize("what", ["ddp", "fsdp", "tp"])
+def test_torch_code_on_the_mcr_backend_trains_as_on_nccl_gpu(what):
+    """The same on every GPU (up to 4), against plain NCCL: bit for bit up to 2 ranks (a sum
+    of two is the same in any order), within float32 rounding above (symm sums in another
+    order than NCCL's ring)."""
+    n = min(gpus(), 4)
+    plain = _losses(run_torchrun(n, "torch_backend_worker.py", what, "nccl", "cuda",
+                                 timeout=300), what, "nccl", n)
+    out = run_torchrun(n, "torch_backend_worker.py", what, "mcr", "cuda", timeout=300)
+    got = _losses(out, what, "mcr", n)
+    if n <= 2:
+        assert got == plain, out[-3000:]
+    else:
+        a, b = ([float.fromhex(v) for v in ast.literal_eval(x)] for x in (got, plain))
+        assert a == pytest.approx(b, rel=1e-5), out[-3000:]
+    served = re.search(r"served by mcr: (\d+) of (\d+) calls", out)
+    assert served and int(served.group(1)) >= 0.95 * int(served.group(2)), out[-3000:]
 
 
 @pytest.mark.parametrize("what,how", [("fsdp", "reg"), ("ddp", "reg"), ("ddp", "regdev"),

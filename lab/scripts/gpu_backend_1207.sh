@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# 2026-12-07, 1x H200: the `mcr` backend's host time a DDP bucket on a GPU, before (67c9287,
+# carried in lab/tmp_old/) and after (this tree: the library's own future handed on, no
+# Python future; the host path's decision cached), one rank.
+# Predictions: backend_overhead -d cuda, DDP bucket on mcr minus on nccl: old +30-45 us (two
+# pickles of the future's value, ~10 us each on this host, plus the Python layer), new +5-15 us;
+# DDP probe at host-bound shapes (hidden 1024, 16 layers, batch 1): mcr/nccl old 0.90-0.95x,
+# new 0.97-1.00x of nccl's step; the backend's GPU test (DDP, FSDP2, TP against plain NCCL,
+# bit for bit at one rank) passes.
+set -u
+source lab/scripts/parts.sh
+packed_call
+T0=$(date +%s); DEADLINE=${DEADLINE:-560}
+# python -m puts the working folder first on sys.path: the old tree runs from its own folder.
+TOP=$PWD OLD=$PWD/lab/tmp_old
+in_tree() { local v=$1; shift; if [ $v = old ]; then (cd $OLD && PYTHONPATH=$OLD "$@");
+            else "$@"; fi; }
+for v in new old new old; do
+  in_tree $v run overhead_$v 100 $R -m benchmarks.backend_overhead -d cuda --rounds 60
+done
+for v in new old old new; do
+  in_tree $v run ddp_$v 120 $R lab/probes/ddp_fsdp_backend.py --what ddp --hidden 1024 \
+      --layers 16 --batch 1 --rounds 11 --steps 5
+done
+run gpu_test 200 python3 -m pytest -q -m gpu tests/test_torch_backend.py -p no:cacheprovider
