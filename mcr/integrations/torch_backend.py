@@ -217,7 +217,7 @@ class McrProcessGroup(tdist.ProcessGroup):
         rt = runtime.get()
         # The library's answer per call shape, kept for the session (DDP repeats its bucket
         # sizes): asking the dispatcher costs more than the rest of the call.
-        if self._alone[0] is not rt:
+        if self._alone[0] is not rt or len(self._alone[1]) > 4096:
             self._alone = (rt, {})
         key = (t.nbytes, t.dtype, op)   # torch's ReduceOp hashes and compares by its kind
         alone = self._alone[1].get(key)
