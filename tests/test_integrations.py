@@ -234,9 +234,11 @@ def test_fsdp2_reshard_to_a_smaller_group_after_forward():
 @pytest.mark.parametrize("n, variant", [(2, "mp"), (4, "reshard2"), (2, "shard1")])
 def test_fsdp2_other_configs_mpi(n, variant):
     """bf16 all-gathers through MPI (which has no bf16 type); MPI communicators for the 2-rank
-    groups FSDP2 makes to reshard after forward; dim-1 shards."""
+    groups FSDP2 makes to reshard after forward; dim-1 shards. Bit for bit with 2 ranks; with
+    4, MPI sums the gradients in another order than Gloo (the last bit of a loss moves)."""
     out = run_mpi(n, "fsdp_worker.py", "--variant", variant, "--steps", "6",
-                  "--expect", "all_gather:mpi", env={"MCR_BACKEND": "mpi"})
+                  "--expect", "all_gather:mpi", "--rtol", "0" if n == 2 else "1e-5",
+                  env={"MCR_BACKEND": "mpi"})
     _ok(out, "FSDP OK 6", n)
 
 

@@ -51,6 +51,8 @@ ap.add_argument("--variant", default="",
                      "(shard_placement_fn), so FSDP2 reorders what the all-gather returns")
 ap.add_argument("--compile", action="store_true", help="torch.compile each layer after sharding")
 ap.add_argument("--expect", default="", help="op:lib,... that must appear in mcr's summary")
+ap.add_argument("--rtol", type=float, default=0.0,
+                help="losses equal within this relative difference (0: bit for bit)")
 ap.add_argument("--autoload", action="store_true",
                 help="MCR_FSDP=1 is set: fully_shard must install mcr by itself")
 args = ap.parse_args()
@@ -152,7 +154,7 @@ for step in range(args.steps):
         losses[i].append(loss.item())
         if i == 0:
             plain_calls += bypassed() - before
-same_losses(rank, losses[0], losses[1])
+same_losses(rank, losses[0], losses[1], args.rtol)
 rows = dist.log_summary(return_dict=True)
 # TP's all-reduces are DTensor's own: not mcr's to serve, but listed; with keep there are no
 # backward all-gathers, 8 FSDP2 calls a step to clip_grad_norm_'s one.
