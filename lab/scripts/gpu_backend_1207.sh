@@ -10,18 +10,18 @@
 set -u
 source lab/scripts/parts.sh
 packed_call
-T0=$(date +%s); DEADLINE=${DEADLINE:-560}
+T0=$(date +%s); DEADLINE=${DEADLINE:-450}
 # python -m puts the working folder first on sys.path: the old tree runs from its own folder.
 TOP=$PWD OLD=$PWD/lab/tmp_old
 export PYTHONPATH=$PYTHONPATH:$PWD/lab/probes
 in_tree() { local v=$1; shift; if [ $v = old ]; then (cd $OLD && PYTHONPATH=$OLD:$OLD/lab/probes "$@");
             else "$@"; fi; }
-for v in new old new old; do
-  in_tree $v run overhead_$v 100 $R -m benchmarks.backend_overhead -d cuda --rounds 60
+for v in new old old new; do
+  in_tree $v run overhead_$v 100 $R -m benchmarks.backend_overhead -d cuda --rounds 40
 done
 for v in new old old new; do
   in_tree $v run ddp_$v 120 $R lab/probes/ddp_fsdp_backend.py --what ddp --hidden 1024 \
-      --layers 16 --batch 1 --rounds 11 --steps 5
+      --layers 16 --batch 1 --rounds 9 --steps 5
   grep -h "RESULT" $OUT/ddp_$v.log | cut -c1-400 >> $OUT/summary.txt
 done
 run gpu_test 200 python3 -m pytest -q -m gpu tests/test_torch_backend.py -p no:cacheprovider
