@@ -105,8 +105,9 @@ def _pairs(torch_pg: Any, mcr_pg: Any, lib: str, t: torch.Tensor, n: int) -> Var
 
 def main() -> None:
     """Measure and print."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=100)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=100, help="rounds, each variant once a round")
     ap.add_argument("--reps", type=int, default=20, help="calls per round and variant")
     ap.add_argument("-d", "--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--elements", type=int, default=256,
