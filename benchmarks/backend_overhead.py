@@ -74,7 +74,7 @@ def _calls(pg: Any, t: torch.Tensor, n: int, direct: bool) -> dict[str, Callable
                 "allreduce, wait": lambda: pg.allreduce([t]).wait()}
     funcol = torch.ops._c10d_functional
     name = pg.group_name
-    out, rs_in = t.new_empty(n * t.numel()), t.new_ones(n * t.numel())
+    out, rs_in = t.new_empty(n * t.numel()), t.new_zeros(n * t.numel())
 
     def bucket() -> None:
         pg.allreduce([t]).get_future().wait()
@@ -125,7 +125,8 @@ def main() -> None:
                          f"({sorted(rt.world.handles)}); -d cuda needs a GPU a rank")
     mcr_pg = tdist.new_group(backend=torch_backend.NAME)
     dev = torch.device("cuda", torch.cuda.current_device()) if lib == "nccl" else None
-    t = torch.ones(args.elements, dtype=torch.bfloat16 if dev else torch.float32, device=dev)
+    # zeros: repeated sums stay finite
+    t = torch.zeros(args.elements, dtype=torch.bfloat16 if dev else torch.float32, device=dev)
     sync = torch.cuda.synchronize if dev else (lambda: None)
     head = (f"{n} rank(s), {args.rounds} rounds x {args.reps} calls, {t.nbytes} B {t.dtype} "
             f"a rank, torch {torch.__version__}")
