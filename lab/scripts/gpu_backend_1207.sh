@@ -7,6 +7,9 @@
 # DDP probe at host-bound shapes (hidden 1024, 16 layers, batch 1): mcr/nccl old 0.90-0.95x,
 # new 0.97-1.00x of nccl's step; the backend's GPU test (DDP, FSDP2, TP against plain NCCL,
 # bit for bit at one rank) passes.
+# Before the call, here (lab/tmp_old/ stays untracked; the device copies it):
+#   mkdir -p lab/tmp_old && git archive 67c9287 mcr benchmarks tests lab/probes tuning_tables \
+#     | tar -x -C lab/tmp_old && cp benchmarks/backend_overhead.py lab/tmp_old/benchmarks/
 set -u
 source lab/scripts/parts.sh
 packed_call

@@ -5,6 +5,9 @@
 # (GPU-bound, 11-29: 0.992x [0.990-0.999] and 1.0006x [0.982-1.051]); the backend's GPU test.
 # Predictions: host-bound: old 0.93-0.97x of plain NCCL's step, new 0.98-1.01x; default shape
 # new 0.99-1.01x; the GPU test passes (DDP, FSDP2, TP at 2 ranks bit for bit).
+# Before the call, here (lab/tmp_old/ stays untracked; the device copies it):
+#   mkdir -p lab/tmp_old && git archive 67c9287 mcr benchmarks tests lab/probes tuning_tables \
+#     | tar -x -C lab/tmp_old && cp benchmarks/backend_overhead.py lab/tmp_old/benchmarks/
 set -u
 source lab/scripts/parts.sh
 packed_call
