@@ -32,55 +32,42 @@ import mcr.comm as dist
 from mcr import runtime
 from mcr.integrations import torch_backend
 
+from . import dispatch_overhead
 from .dispatch_overhead import Variants, _measure
 
 
-class _DoneWork(tdist.Work):
-    """Stand-in for a library's Work that is already done, its future set."""
+class _DoneWithFuture(dispatch_overhead._DoneWork):
+    """The stand-in's done Work, its future set (DDP waits on the future)."""
 
     def __init__(self, tensors: list[torch.Tensor]) -> None:
         super().__init__()
         self._fut: torch.futures.Future = torch.futures.Future()
         self._fut.set_result(tensors)
 
-    def wait(self, timeout: Any = None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return True
-
     def get_future(self) -> torch.futures.Future:
         return self._fut
 
 
-class NoopProcessGroup(tdist.ProcessGroup):
-    """Stand-in for Gloo whose all-reduce returns a done Work at once: what remains is host
-    Python."""
+class NoopProcessGroup(dispatch_overhead.NoopProcessGroup):
+    """dispatch_overhead's stand-in for Gloo, its all-reduce's done Work with a future."""
 
     def __init__(self, rank: int, size: int, t: torch.Tensor) -> None:
         super().__init__(rank, size)
-        self._done = _DoneWork([t])
-
-    def allreduce(self, tensors: Any, opts: Any = None) -> Any:
-        return self._done
+        self._done = _DoneWithFuture([t])
 
 
 def _calls(pg: Any, t: torch.Tensor, n: int, direct: bool) -> dict[str, Callable[[], Any]]:
     """The timed calls on group pg (t: the all-reduce's tensor, also the gathered input);
     direct: the group's own methods only (a stand-in is in none of torch's maps)."""
+    bucket = {"DDP bucket (allreduce, get_future, wait)":
+              lambda: pg.allreduce([t]).get_future().wait()}
     if direct:
-        return {"DDP bucket (allreduce, get_future, wait)":
-                lambda: pg.allreduce([t]).get_future().wait(),
-                "allreduce, wait": lambda: pg.allreduce([t]).wait()}
+        return {**bucket, "allreduce, wait": lambda: pg.allreduce([t]).wait()}
     funcol = torch.ops._c10d_functional
     name = pg.group_name
     out, rs_in = t.new_empty(n * t.numel()), t.new_zeros(n * t.numel())
-
-    def bucket() -> None:
-        pg.allreduce([t]).get_future().wait()
-
     return {
-        "DDP bucket (allreduce, get_future, wait)": bucket,
+        **bucket,
         "all_reduce": lambda: tdist.all_reduce(t, group=pg),
         "all_gather_into_tensor async+wait":
             lambda: tdist.all_gather_into_tensor(out, t, group=pg, async_op=True).wait(),
