@@ -35,6 +35,7 @@ from .board import Board
 from .errors import MismatchError
 from .groups import Group
 from .ops import CallKey
+from .signature import group_key
 
 # Inline up to here: two copies of a message this small cost less than a second library call
 # (MPI: ~5 us; Gloo: tens of us and more), and more above (1 MiB: ~100 us of copies).
@@ -268,19 +269,18 @@ def _exchange(g: Group, call: int, desc: str) -> dict[int, str]:
     sc = STORE[0]
     if sc is None:
         return {g.rank: desc}
-    group = f"{g.tag}{'.'.join(map(str, g.ranks))}"
-    prefix = f"{sc.root}parted/{group}/{call}/"
+    group = group_key(g.tag, tuple(g.ranks))
     calls = {g.rank: desc}
     try:
-        sc.store.set(prefix + str(g.rank), desc)
+        sc.part(group, call, g.rank, desc)
         deadline = time.monotonic() + PARTED_WAIT_S + STALL_S[0]
         while True:
             for r in range(g.size):
                 if r in calls:
                     continue
-                k = prefix + str(r)
-                if sc.store.check([k]):
-                    calls[r] = sc.store.get(k).decode()
+                made = sc.made_at(group, call, r)
+                if made is not None:
+                    calls[r] = made
                     continue
                 there = sc.waiting_in(g.ranks[r])
                 if there is not None and there[0] == group and there[2] == call:

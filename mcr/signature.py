@@ -78,7 +78,7 @@ class SignatureCheck:
         names = [self._prefix(tag, ranks, n) + str(r) for r in range(len(ranks))]
         try:
             self.store.set(names[rank], f"{mine}{SEP}{call}")
-            self._wait(names, ranks, what, new, _group_key(tag, ranks), call)
+            self._wait(names, ranks, what, new, group_key(tag, ranks), call, mine)
             every = [v.decode().rpartition(SEP)[0] for v in self.store.multi_get(names)]
             if n > 1:
                 # Every rank set its key n after reading all of n - 1: this rank's key of the
@@ -96,10 +96,22 @@ class SignatureCheck:
 
     # -- what the stall watch writes and reads ----------------------------------------------
 
+    def part(self, group: str, call: int, index: int, made: str) -> None:
+        """Say that the rank at `index` of group (its key) made `made` at call `call` of the
+        group, where a peer made another: every peer's error names both calls, also once this
+        rank has left."""
+        self.store.set(f"{self.root}parted/{group}/{call}/{index}", made)
+
+    def made_at(self, group: str, call: int, index: int) -> str | None:
+        """What the rank at `index` of group said it made at call `call`, where it parted from
+        a peer (part()); None if it did not say."""
+        k = f"{self.root}parted/{group}/{call}/{index}"
+        return self.store.get(k).decode() if self.store.check([k]) else None
+
     def publish(self, rank: int, tag: str, ranks: tuple[int, ...], what: str, call: int) -> None:
         """Say that this rank (world rank) waits in `what`, call `call` of group ranks."""
         self.store.set(f"{self.root}now/{rank}",
-                       SEP.join((_group_key(tag, ranks), what, str(call))))
+                       SEP.join((group_key(tag, ranks), what, str(call))))
 
     def withdraw(self, rank: int) -> None:
         """This rank's wait that publish() told of is over."""
@@ -130,24 +142,23 @@ class SignatureCheck:
         """A peer of the group that waits in another call than `what` at this call index, or
         whose guard found the ranks' calls differ there (mcr.guard writes its call), as `rank
         R waits in CALL`; None if there is none."""
-        group = _group_key(tag, ranks)
+        group = group_key(tag, ranks)
         for i, r in enumerate(ranks):
             if i == me:
                 continue
-            parted = f"{self.root}parted/{group}/{call}/{i}"
-            if self.store.check([parted]):
-                made = self.store.get(parted).decode()
-                if made != what:
-                    return f"rank {r} made {made}"
+            made = self.made_at(group, call, i)
+            if made is not None and made != what:
+                return f"rank {r} made {made}"
             there = self.waiting_in(r)
             if there is not None and there[0] == group and there[2] == call and there[1] != what:
                 return f"rank {r} waits in {there[1]}"
         return None
 
     def _wait(self, names: list[str], ranks: tuple[int, ...], what: Callable[[], str],
-              new: str, group: str, call: int) -> None:
-        """Poll for every rank's key; now and then ask who left without setting one, or waits
-        in another call at this same point.
+              new: str, group: str, call: int, mine: str) -> None:
+        """Poll for every rank's key; now and then ask who said it made another call at this
+        same point (and may have left since), who left without setting one, or who waits in
+        another call here.
 
         store.check, not store.wait in slices: each timed-out slice of a wait logs a warning
         from torch's C++ store (two lines per slice while a peer is late)."""
@@ -159,6 +170,8 @@ class SignatureCheck:
                 # A rank's leave() comes after every key it set: checked in this order, a
                 # rank that left with its key still missing never makes this call.
                 missing = [(k, r) for k, r in zip(names, ranks) if not self.store.check([k])]
+                if call >= 0:
+                    self._parted(missing, ranks, what, new, group, call, mine)
                 gone = [r for k, r in missing if self.store.check([f"{self.root}left/{r}"])
                         and not self.store.check([k])]
                 if gone:
@@ -184,6 +197,17 @@ class SignatureCheck:
             time.sleep(nap)
             nap = min(2 * nap, 0.01)   # a peer a moment behind is seen at once
 
+    def _parted(self, missing: list[tuple[str, int]], ranks: tuple[int, ...],
+                what: Callable[[], str], new: str, group: str, call: int, mine: str) -> None:
+        """MismatchError if a missing rank said it made another call at this call index (its
+        stall watch or guard found the ranks parted there; it may have left since)."""
+        for _, r in missing:
+            made = self.made_at(group, call, ranks.index(r))
+            if made is not None and made != mine:
+                raise MismatchError(
+                    f"mcr: {what()}: ranks of group {list(ranks)} made different calls at call "
+                    f"{call} of the group: {new}; rank {r} made {made}")
+
     def _elsewhere(self, missing: list[tuple[str, int]], what: Callable[[], str], new: str,
                    group: str, call: int, ranks: list[int]) -> None:
         """MismatchError if a missing rank says it waits in another call of this group at
@@ -203,5 +227,6 @@ def signature(key: CallKey, root: int, backend: str) -> str:
     return describe(key.op, redop, key.dtype, key.nbytes, root, backend)
 
 
-def _group_key(tag: str, ranks: tuple[int, ...]) -> str:
+def group_key(tag: str, ranks: tuple[int, ...]) -> str:
+    """A group's name in the store's keys: its tag and ranks."""
     return f"{tag}{'.'.join(map(str, ranks))}"

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from . import waits
+from .signature import group_key
 
 log = logging.getLogger("mcr")
 _MCR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -88,6 +89,9 @@ class StallWatch:
             ahead = sig.peer_ahead(g.tag, ranks, g.rank, call) or \
                 sig.peer_elsewhere(g.tag, ranks, g.rank, call, what)
             if ahead and rt.latest is latest:    # else the call it is about has ended
+                # Said before this rank's error can end its program: a peer still waiting at
+                # this point names both calls rather than "left".
+                sig.part(group_key(g.tag, ranks), call, g.rank, what)
                 waits.STALL_NOTE[0] = (f"ranks of group {list(ranks)} made different calls at "
                                        f"call {call} of the group: this rank (rank "
                                        f"{rt.launch.rank}) waits in {what}; {ahead}")

@@ -250,14 +250,18 @@ def test_all_to_all_splits_that_disagree_are_an_error_on_every_rank_gloo():
     assert out.count("uneven all-to-all on gloo") == 2, out[-3000:]
 
 
-@pytest.mark.parametrize("launcher,n", [("mpi", 2), ("mpi", 4), ("torchrun", 2),
-                                        ("torchrun", 4)])
-def test_a_new_kind_of_call_against_an_old_one_names_both_within_a_minute(launcher, n):
+@pytest.mark.parametrize("launcher,n,ending", [
+    ("mpi", 2, "wait"), ("mpi", 4, "wait"), ("torchrun", 2, "wait"), ("torchrun", 4, "wait"),
+    ("mpi", 2, "exit"), ("torchrun", 4, "exit")])
+def test_a_new_kind_of_call_against_an_old_one_names_both_within_a_minute(launcher, n, ending):
     """Default settings: one rank at a new kind of call, its peers at a kind made before, at
-    the same point. Every rank raises a MismatchError naming both calls, well within 60 s."""
-    out = (run_mpi(n, "errors_worker.py", "new_vs_old", timeout=120, check=False)
+    the same point. Every rank raises a MismatchError naming both calls, well within 60 s;
+    also where each rank's program ends as soon as it has its error (exit; wait: the ranks
+    leave once every rank has said its error)."""
+    scenario = "new_vs_old" + ("_exit" if ending == "exit" else "")
+    out = (run_mpi(n, "errors_worker.py", scenario, timeout=120, check=False)
            if launcher == "mpi" else
-           run_torchrun(n, "errors_worker.py", "new_vs_old", timeout=120, check=False))
+           run_torchrun(n, "errors_worker.py", scenario, timeout=120, check=False))
     assert sorted(int(r) for r in re.findall(r"rank (\d+): EXPECTED MismatchError", out)) == \
         list(range(n)), out[-4000:]
     took = [float(x) for x in re.findall(r"ERRORS OK after ([\d.]+) s", out)]

@@ -316,10 +316,12 @@ elif scenario == "no_mpi":
     t = torch.ones(3)
     dist.all_reduce(t)
     assert t.tolist() == [dist.get_world_size()] * 3
-elif scenario == "new_vs_old":
+elif scenario in ("new_vs_old", "new_vs_old_exit"):
     # With the default settings, rank 0 makes a new kind of call while its peers make one of a
     # kind made before, at the same point: within MCR_STALL_S (10 s) and a second every rank
     # gets a MismatchError naming both calls (it waited MCR_TIMEOUT_S, 600 s, naming neither).
+    # _exit: each rank's program ends as soon as it has its error, as a real one would; rank
+    # 0, still waiting then, names both calls all the same (not "rank 1 left").
     dist.init_distributed(verbose=False)
     dist.all_reduce(torch.ones(100))
     t0 = time.monotonic()
@@ -330,6 +332,8 @@ elif scenario == "new_vs_old":
     took = time.monotonic() - t0
     assert took < 60, f"the mismatch took {took:.0f} s to report"
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
+    if scenario.endswith("_exit"):
+        raise SystemExit(0)
     leave_when_all_said(dist.get_world_size())
 elif scenario.startswith("warm_"):
     # After warm-up (every rank has made both kinds of call, twice), rank 0 makes one kind
@@ -398,6 +402,8 @@ elif scenario.startswith("warm_"):
         raise AssertionError("no MismatchError raised")
     took = time.monotonic() - t0
     print(f"rank {rank}: ERRORS OK after {took:.1f} s", flush=True)
+    if scenario.endswith("_exit"):
+        raise SystemExit(0)
     leave_when_all_said(dist.get_world_size())
 elif scenario == "store_keys":
     # A job whose sizes change every call: the keys mcr leaves in torch's store stay a few,
