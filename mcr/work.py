@@ -139,14 +139,14 @@ class Work(tdist.Work):
 
     def _complete(self) -> None:
         """The library is done for the caller: copy-backs, release, completion hooks."""
+        if self._reqs:      # first: an after function may raise (a receive's size check)
+            PENDING[0] -= 1
+            self._reqs = None
         if self._after:
             for fn in self._after:
                 fn()
         self._done = True
         self._keep = ()
-        if self._reqs:
-            PENDING[0] -= 1
-            self._reqs = None
         if ON_COMPLETE:
             if self._stream and torch.cuda.is_available():
                 self._block_stream()

@@ -90,7 +90,8 @@ A2A_TABLE = str(ROOT / "tests" / "data" / "a2a_boundary_cpu_np2.yaml")
 
 def test_ranks_disagreeing_on_a_call_get_an_error_not_wrong_data_mpi():
     """Sizes, dtypes, roots, and sizes either side of a table boundary: MismatchError on every
-    rank naming what each passed, with no MCR_CHECK (MPI and Gloo in play)."""
+    rank naming what each passed, with no MCR_CHECK (MPI and Gloo in play); a recv whose size
+    differs from its send's: a MismatchError on the receiver (MPI)."""
     out = run_mpi(2, "errors_worker.py", "mismatch", env={"MCR_TUNING_TABLE": A2A_TABLE},
                   timeout=120)
     _expected(out, 2, "MismatchError")

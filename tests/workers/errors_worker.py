@@ -101,6 +101,21 @@ elif scenario == "mismatch":
         expect(MismatchError, lambda: dist.all_to_all_single(torch.empty(n_el),
                                                              torch.ones(n_el)),
                "-> gloo", "-> mpi", "256 x float32", "254 x float32")
+    if "mpi" in mcr_runtime.get().world.handles and rank < 2:
+        # A recv whose tensor holds more than was sent (MPI completes it, the tail left stale)
+        # or less (MPI_ERR_TRUNCATE): a MismatchError naming both sizes.
+        for sent, held in ((100, 200), (200, 100)):
+            if rank == 0:
+                dist.send(torch.arange(sent, dtype=torch.float32), 1, backend="mpi")
+            else:
+                expect(MismatchError, lambda h=held: dist.recv(torch.zeros(h), 0, backend="mpi"),
+                       "rank 0 sent", f"holds {4 * held} bytes", "must match")
+        if rank == 0:
+            dist.send(torch.arange(5, dtype=torch.float32), 1, backend="mpi")
+        else:
+            got = torch.zeros(5)
+            dist.recv(got, 0, backend="mpi")
+            assert got.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0], got
     assert time.monotonic() - t0 < 30, "mismatches took far longer than seconds to report"
     agreeing_calls_still_work()
 elif scenario == "peer_gone":

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as tdist
 
 from ...config import Config
+from ...errors import MismatchError
 from ...groups import Group, Spec
 from ...ops import ALL_REDUCE, REDUCTIONS, CallKey
 from ...threads import Worker
@@ -259,9 +260,33 @@ class MpiBackend(Issuing, Backend):
         src = self.MPI.ANY_SOURCE if peer is None else peer
         req = g.handles[self.name].Irecv([self._bytes(h), self.MPI.BYTE], src, tag)
         status = self.MPI.Status()
-        w = self._work("recv", t.numel() * t.element_size(), g, [req], after, (t, h),
+        nbytes = t.numel() * t.element_size()
+
+        def unlike(got: int | None) -> MismatchError:     # got None: more than nbytes
+            sender = g.ranks[peer if peer is not None else status.Get_source()]
+            sent = "more" if got is None else f"{got} bytes"
+            return MismatchError(
+                f"mcr: recv on backend '{self.name}': rank {sender} sent {sent}, this rank's "
+                f"tensor ({tuple(t.shape)} {t.dtype}) holds {nbytes} bytes: the sizes of a "
+                "send and its recv must match")
+
+        def test(reqs: list) -> bool:
+            try:
+                return reqs[0].Test(status)
+            except self.MPI.Exception as e:
+                if e.Get_error_class() == self.MPI.ERR_TRUNCATE:
+                    raise unlike(None) from e
+                raise
+
+        def whole() -> None:
+            # MPI completes a receive of fewer bytes than its buffer holds (torch's Gloo too):
+            # the tensor's tail would keep its old values, silently.
+            got = status.Get_count(self.MPI.BYTE)
+            if got != nbytes:
+                raise unlike(got)
+        w = self._work("recv", nbytes, g, [req], [whole, *after], (t, h),
                        source=status.Get_source, peer=peer)
-        w._mpi_test = lambda reqs: reqs[0].Test(status)
+        w._mpi_test = test
         return w
 
     def barrier(self, g: Group, *, sync: bool = False) -> Work | None:
