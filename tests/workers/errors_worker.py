@@ -14,6 +14,7 @@ import torch
 
 import mcr.comm as dist
 from mcr import runtime as mcr_runtime
+from mcr import waits
 from mcr.errors import (  # noqa: E402
     BackendUnavailable,
     CallError,
@@ -116,6 +117,7 @@ elif scenario == "mismatch":
             got = torch.zeros(5)
             dist.recv(got, 0, backend="mpi")
             assert got.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0], got
+        assert waits.PENDING[0] == 0, "MPI requests left counted as pending"
     assert time.monotonic() - t0 < 30, "mismatches took far longer than seconds to report"
     agreeing_calls_still_work()
 elif scenario == "peer_gone":

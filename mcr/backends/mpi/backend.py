@@ -270,15 +270,20 @@ class MpiBackend(Issuing, Backend):
                 f"tensor ({tuple(t.shape)} {t.dtype}) holds {nbytes} bytes: the sizes of a "
                 "send and its recv must match")
 
+        truncated: list[Exception] = []
+
         def test(reqs: list) -> bool:
             try:
                 return reqs[0].Test(status)
             except self.MPI.Exception as e:
-                if e.Get_error_class() == self.MPI.ERR_TRUNCATE:
-                    raise unlike(None) from e
-                raise
+                if e.Get_error_class() != self.MPI.ERR_TRUNCATE:
+                    raise
+                truncated.append(e)    # the receive is over: said by whole(), at completion
+                return True
 
         def whole() -> None:
+            if truncated:
+                raise unlike(None) from truncated[0]
             # MPI completes a receive of fewer bytes than its buffer holds (torch's Gloo too):
             # the tensor's tail would keep its old values, silently.
             got = status.Get_count(self.MPI.BYTE)
