@@ -295,10 +295,16 @@ if __name__ == "__main__":
     tdist.barrier()
     tdist.destroy_process_group()
     print(f"rank {rank}: LOSSES {what} {backend} {[float.hex(v) for v in losses]}", flush=True)
-    if backend != "mcr" and "TORCHELASTIC_RUN_ID" in os.environ:
-        # A reference run's exit is torch's own, and it has aborted at interpreter exit
-        # (CI: plain Gloo's TP run under torchrun, "terminate called without an active
-        # exception", after both ranks had printed): it says nothing about mcr, so the
-        # reference skips it (not under an MPI launcher, which counts that as a failure).
+    if backend != "mcr":
+        # A reference run's exit is torch's own, and it has aborted at interpreter exit (CI:
+        # plain Gloo's TP run, under torchrun and under mpirun, "terminate called without an
+        # active exception" from ProcessGroupGloo's thread, after both ranks had printed): it
+        # says nothing about mcr, so the reference skips the teardown, finalizing MPI first
+        # where it was started (an MPI launcher counts a rank that never finalizes as failed).
+        sys.stdout.flush()
         sys.stderr.flush()
+        if "mpi4py.MPI" in sys.modules:
+            from mpi4py import MPI
+            if MPI.Is_initialized() and not MPI.Is_finalized():
+                MPI.Finalize()
         os._exit(0)
