@@ -90,6 +90,9 @@ _BY_NAME["PROD"] = tdist.ReduceOp.PRODUCT
 # torch's enum values themselves: an equal value made anew (ReduceOp(AVG).op) maps to the one
 # object callers compare by identity (mcr's per-call cache keys on it).
 _CANON = {op: op for op in REDOP_NAMES}
+# The same by the enum's integer: a ReduceOp object's type made anew hashes slower than an int.
+_BY_INT = {int(op): op for op in REDOP_NAMES}
+_PREMUL_INT = int(tdist.ReduceOp.PREMUL_SUM)
 
 
 def as_redop(op: object, what: str = "reduction") -> object:
@@ -98,8 +101,9 @@ def as_redop(op: object, what: str = "reduction") -> object:
     same names (DeepSpeed's `deepspeed.comm.ReduceOp`). ValueError naming the call otherwise."""
     if type(op) is tdist.ReduceOp:
         # A ReduceOp object (PREMUL_SUM(factor) is one): keep premul's factor, else its type.
-        # Tested first: looking one up in _CANON costs ~2.5 us.
-        return op if op == tdist.ReduceOp.PREMUL_SUM else _CANON[op.op]
+        # Tested first, by the enum's integer: ~0.8 us, against ~1.7 through == and _CANON.
+        k = int(op.op)
+        return op if k == _PREMUL_INT else _BY_INT[k]
     canon = _CANON.get(op)  # type: ignore[call-overload]
     if canon is not None:
         return canon
