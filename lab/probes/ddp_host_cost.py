@@ -1,7 +1,8 @@
 """Where a DDP step on the `mcr` backend spends its extra host time, one rank: the same model
 (hidden H, L blocks, batch B) as DDP on plain NCCL (`nccl`), on mcr's group (`mcr`), on mcr's
 group with its allreduce handing plain NCCL's own Work back (`pass`: torch's Python-backend
-layer alone), the same wrapped in mcr's OnStream (`passos`), and with no DDP (`floor`).
+layer alone), the same wrapped in mcr's OnStream (`passos`), mcr's allreduce as it was before
+torch's own Work was handed on (`mcr_os`), and with no DDP (`floor`).
 Blocks alternated; then one instrumented block per variant: host us inside the group's
 allreduce and get_future as DDP calls them (on autograd's thread, which cProfile misses), and
 one block under torch.profiler (CPU ops of every thread).
@@ -13,18 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 
 import torch
 import torch.distributed as tdist
 from pairstats import ci95
+from probe_util import backend_world
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import mcr.comm as dist
-from mcr.integrations import torch_backend
 from mcr.integrations.torch_backend import McrProcessGroup
 from mcr.integrations.torch_works import OnStream
 
@@ -39,15 +39,7 @@ ap.add_argument("--cpu", action="store_true")
 ap.add_argument("--out", default="")
 args = ap.parse_args()
 
-torch_backend.install()
-cuda = not args.cpu
-if cuda:
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-tdist.init_process_group("nccl" if cuda else "gloo")
-plain = tdist.new_group(backend="nccl" if cuda else "gloo")
-mw = tdist.group.WORLD
-dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-dtype = torch.bfloat16 if cuda else torch.float32
+cuda, plain, mw, dev, dtype = backend_world(args.cpu)
 h = args.hidden
 
 
@@ -71,7 +63,15 @@ def pass_onstream(self, tensors, opts=None):  # noqa: ANN001, ANN201
     return OnStream([w], tensors) if cuda else w
 
 
-IMPL = {"mcr": orig_allreduce, "pass": passthru, "passos": pass_onstream}
+def mcr_onstream(self, tensors, opts=None):  # noqa: ANN001, ANN201
+    """mcr's allreduce as before 2026-12-07 (second session): OnStream always on GPU."""
+    if tensors[0].is_cuda:
+        return OnStream([dist.all_reduce(tensors[0], opts.reduceOp, group=self._g(),
+                                         async_op=True)], tensors)
+    return orig_allreduce(self, tensors, opts)
+
+
+IMPL = {"mcr": orig_allreduce, "pass": passthru, "passos": pass_onstream, "mcr_os": mcr_onstream}
 
 
 def make() -> nn.Module:
@@ -88,7 +88,7 @@ def ddp(group: object) -> nn.Module:
 
 
 models = {"floor": make(), "nccl": ddp(plain), "mcr": ddp(mw), "pass": ddp(mw),
-          "passos": ddp(mw)}
+          "passos": ddp(mw), "mcr_os": ddp(mw)}
 opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
 xs = [torch.randn(args.batch * 128, h, device=dev, dtype=dtype) for _ in range(args.steps)]
 stamps: list[tuple[str, float]] = []
@@ -122,7 +122,7 @@ for r in range(args.rounds):
 
 # Instrumented: host time inside allreduce and get_future, as DDP makes them.
 inside: dict[str, dict[str, list[float]]] = {}
-for k in ("mcr", "pass", "passos"):
+for k in ("mcr", "pass", "passos", "mcr_os"):
     impl = IMPL[k]
     rec: dict[str, list[float]] = {"allreduce": [], "get_future": []}
 
@@ -151,7 +151,7 @@ for k in ("mcr", "pass", "passos"):
 res = {"ms": {k: statistics.median(v) for k, v in wall.items()},
        "host_ms": {k: statistics.median(v) for k, v in host.items()},
        "inside_us": inside, "blocks": wall}
-for k in ("mcr", "pass", "passos"):
+for k in ("mcr", "pass", "passos", "mcr_os"):
     r = sorted(b / a for a, b in zip(wall[k], wall["nccl"]))
     res[f"nccl_over_{k}"] = [statistics.median(r), ci95(r)]
 print("RESULT " + json.dumps(res), flush=True)

@@ -27,6 +27,22 @@ def nccl_world() -> tuple[tdist.ProcessGroup, int, int, torch.device, Group]:
     return pg, rank, world, torch.device("cuda", torch.cuda.current_device()), group
 
 
+def backend_world(cpu: bool) -> tuple[bool, tdist.ProcessGroup, tdist.ProcessGroup,
+                                       torch.device, torch.dtype]:
+    """The world on the `mcr` torch.distributed backend (install()) beside torch's own group of
+    the same ranks: (on GPU, torch's group, the mcr world, this rank's device, bf16 on GPU and
+    float32 on CPU)."""
+    from mcr.integrations import torch_backend
+    torch_backend.install()
+    cuda = not cpu
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    tdist.init_process_group("nccl" if cuda else "gloo")
+    plain = tdist.new_group(backend="nccl" if cuda else "gloo")
+    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    return cuda, plain, tdist.group.WORLD, dev, torch.bfloat16 if cuda else torch.float32
+
+
 def say(*a: object) -> None:
     """Print on rank 0."""
     if dist.get_rank() == 0:
