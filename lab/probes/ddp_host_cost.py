@@ -13,6 +13,7 @@ one block under torch.profiler (CPU ops of every thread).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -37,6 +38,8 @@ ap.add_argument("--rounds", type=int, default=9)
 ap.add_argument("--bucket-mb", type=float, default=25.0)
 ap.add_argument("--cpu", action="store_true")
 ap.add_argument("--out", default="")
+ap.add_argument("--gc-freeze", action="store_true",
+                help="gc.freeze() after the warm-up: the heap so far never collected again")
 args = ap.parse_args()
 
 cuda, plain, mw, dev, dtype = backend_world(args.cpu)
@@ -111,14 +114,39 @@ def block(k: str) -> tuple[float, float]:
 
 for k in models:
     block(k)
+if args.gc_freeze:
+    gc.collect()
+    gc.freeze()
+# Time in Python's cyclic collector during each variant's rounds, and its passes by generation.
+gc_now: list[str] = [""]
+gc_ms: dict[str, float] = {k: 0.0 for k in models}
+gc_n: dict[str, list[int]] = {k: [0, 0, 0] for k in models}
+gc_t0 = [0.0]
+
+
+def on_gc(phase: str, info: dict) -> None:
+    """Adds the collector's passes to the variant running now."""
+    if not gc_now[0]:
+        return
+    if phase == "start":
+        gc_t0[0] = time.perf_counter()
+    else:
+        gc_ms[gc_now[0]] += (time.perf_counter() - gc_t0[0]) * 1e3
+        gc_n[gc_now[0]][info["generation"]] += 1
+
+
+gc.callbacks.append(on_gc)
 wall: dict[str, list[float]] = {k: [] for k in models}
 host: dict[str, list[float]] = {k: [] for k in models}
 order = list(models)
 for r in range(args.rounds):
     for k in (order if r % 2 == 0 else order[::-1]):
+        gc_now[0] = k
         w, hs = block(k)
+        gc_now[0] = ""
         wall[k].append(w)
         host[k].append(hs)
+gc.callbacks.remove(on_gc)
 
 # Instrumented: host time inside allreduce and get_future, as DDP makes them.
 inside: dict[str, dict[str, list[float]]] = {}
@@ -150,7 +178,7 @@ for k in ("mcr", "pass", "passos", "mcr_os"):
 
 res = {"ms": {k: statistics.median(v) for k, v in wall.items()},
        "host_ms": {k: statistics.median(v) for k, v in host.items()},
-       "inside_us": inside, "blocks": wall}
+       "inside_us": inside, "gc_ms": gc_ms, "gc_passes": gc_n, "blocks": wall}
 for k in ("mcr", "pass", "passos", "mcr_os"):
     r = sorted(b / a for a, b in zip(wall[k], wall["nccl"]))
     res[f"nccl_over_{k}"] = [statistics.median(r), ci95(r)]
