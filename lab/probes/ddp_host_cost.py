@@ -13,8 +13,11 @@ one block under torch.profiler (CPU ops of every thread).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import json
+import pstats
 import statistics
 import time
 
@@ -38,6 +41,9 @@ ap.add_argument("--rounds", type=int, default=9)
 ap.add_argument("--bucket-mb", type=float, default=25.0)
 ap.add_argument("--cpu", action="store_true")
 ap.add_argument("--out", default="")
+ap.add_argument("--cprofile-inside", default="",
+                help="cProfile inside each instrumented allreduce, on the thread that calls it "
+                     "(autograd's), written to CPROFILE_INSIDE.<variant>.txt")
 ap.add_argument("--gc-freeze", action="store_true",
                 help="gc.freeze() after the warm-up: the heap so far never collected again")
 args = ap.parse_args()
@@ -153,12 +159,17 @@ inside: dict[str, dict[str, list[float]]] = {}
 for k in ("mcr", "pass", "passos", "mcr_os"):
     impl = IMPL[k]
     rec: dict[str, list[float]] = {"allreduce": [], "get_future": []}
+    prof = cProfile.Profile() if args.cprofile_inside else None
 
-    def timed(self, tensors, opts=None, impl=impl, rec=rec):  # noqa: ANN001, ANN201
+    def timed(self, tensors, opts=None, impl=impl, rec=rec, prof=prof):  # noqa: ANN001, ANN201
         """impl, its host time and its Work's get_future's recorded."""
+        if prof is not None:
+            prof.enable()
         t0 = time.perf_counter()
         w = impl(self, tensors, opts)
         rec["allreduce"].append((time.perf_counter() - t0) * 1e6)
+        if prof is not None:
+            prof.disable()
         gf = w.get_future
 
         def get_future():  # noqa: ANN202
@@ -175,6 +186,11 @@ for k in ("mcr", "pass", "passos", "mcr_os"):
     block(k)
     IMPL[k] = impl
     inside[k] = {n: [len(v), statistics.median(v) if v else 0.0] for n, v in rec.items()}
+    if prof is not None:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(30)
+        with open(f"{args.cprofile_inside}.{k}.txt", "w") as f:
+            f.write(buf.getvalue())
 
 res = {"ms": {k: statistics.median(v) for k, v in wall.items()},
        "host_ms": {k: statistics.median(v) for k, v in host.items()},
