@@ -196,19 +196,16 @@ class McrProcessGroup(tdist.ProcessGroup):
         """All-reduce each tensor (torch's allreduce)."""
         op = opts.reduceOp if opts is not None else tdist.ReduceOp.SUM
         if tensors and tensors[0].is_cuda and not capturing():
-            if len(tensors) == 1:
-                t = tensors[0]
-                w = dist.all_reduce(t, op, group=self._g(), async_op=True)
-                # torch's own Work (only a stream library's, NCCL's, comes back so) on the
-                # caller's very tensor, its future already completing on the GPU with that
-                # tensor: handed on as it is. OnStream's wrapper and future cost ~17 us of host
-                # a DDP bucket on an H100 host.
-                if isinstance(w, tdist.Work) and not isinstance(w, McrWork) and \
-                        t.is_contiguous() and not t.is_complex():
-                    return w
-                return OnStream([w], tensors)
-            return OnStream([dist.all_reduce(t, op, group=self._g(), async_op=True)
-                              for t in tensors], tensors)
+            works = [dist.all_reduce(t, op, group=self._g(), async_op=True) for t in tensors]
+            w, t = works[0], tensors[0]
+            # torch's own Work (only a stream library's, NCCL's, comes back so) on the caller's
+            # very tensor, its future already completing on the GPU with that tensor: handed on
+            # as it is. OnStream's wrapper and future cost ~17 us of host a DDP bucket on an
+            # H100 host.
+            if len(works) == 1 and isinstance(w, tdist.Work) and not isinstance(w, McrWork) \
+                    and t.is_contiguous() and not t.is_complex():
+                return w
+            return OnStream(works, tensors)
         if len(tensors) == 1 and tensors[0].is_cpu and getattr(opts, "asyncOp", True):
             w = self._under_way(tensors[0], op)
             if w is not None:
