@@ -12,7 +12,7 @@ import torch
 import torch.distributed as tdist
 
 from . import backends as backends_mod
-from . import guard, layout, report, runtime, waits
+from . import guard, layout, report, runtime, waits, work
 from .backends.cuda import turns as rdv_turns
 from .config import Config, from_env
 from .dispatcher import Dispatcher
@@ -243,6 +243,7 @@ def destroy_process_group(group: Any = None) -> None:
     backends_mod.release_group(rt.backends, rt.world, world=True)
     rt.logger.configure(enabled=False)
     waits.PROGRESS_HOOKS.clear()
+    work.SPARE.clear()     # its library's work goes before the library does
     runtime.clear()
     if rt.own_pg and tdist.is_initialized():
         tdist.destroy_process_group()

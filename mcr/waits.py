@@ -78,17 +78,18 @@ def mcr_error(e: BaseException, what: str, secs: float) -> McrError:
 _SLICE = timedelta(seconds=1)
 
 
-def wait_torch_host(w: Any, secs: float) -> None:
-    """torch's Work.wait for a host library (Gloo), in slices of a second up to `secs`: a
-    wait the stall watch has found hopeless (STALL_NOTE) ends within a second. Raises the
-    library's error, or RuntimeError("Operation timed out!") at the deadline."""
-    if w.is_completed():
-        w.wait()       # done (an async call waited later): its error, if any, without a slice
-        return
+def wait_torch_host(w: Any, secs: float | None = None) -> None:
+    """torch's Work.wait for a host library (Gloo), in slices of a second up to `secs`
+    (None: MCR_TIMEOUT_S): a wait the stall watch has found hopeless (STALL_NOTE) ends within
+    a second. Raises the library's error, or RuntimeError("Operation timed out!") at the
+    deadline."""
     try:
-        w.wait(_SLICE)           # most waits end within the first slice
+        # Most waits end within the first slice. No is_completed() first: on a Gloo work one
+        # timed wait costs less than the two calls, done or not (0.29 against 0.44 us).
+        w.wait(_SLICE)
         return
     except RuntimeError as e:
+        secs = _TIMEOUT_S[0] if secs is None else secs
         if not _slice_ran_out(e) or secs <= 1.0:
             raise
     deadline = time.monotonic() + secs - 1.0

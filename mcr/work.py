@@ -9,7 +9,9 @@ Every host block has a deadline (MCR_TIMEOUT_S) and keeps MPI progressing while 
 from __future__ import annotations
 
 import functools
+import sys
 import time
+import weakref
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -63,13 +65,22 @@ class Work(tdist.Work):
                  stream_ordered: bool) -> Work:
         """Work(op, ..., torch_work=, stream_ordered=) without the rest: the hot path of every
         asynchronous torch-backed call (a third less host time than the general form)."""
-        w = cls.__new__(cls)
-        _WORK_INIT(w)
+        try:
+            w = SPARE.pop()
+        except IndexError:
+            w = None
+        # Reused where nothing else holds it (this frame and getrefcount's argument: 2), not
+        # even weakly: torch's Work.__init__ and the object's allocation cost more than all of
+        # this call's own host time. A pop, not a read: two threads never take the same one.
+        if w is None or _refcount(w) != 2 or _weakrefs(w) or type(w) is not cls:
+            w = cls.__new__(cls)
+            _WORK_INIT(w)
         w.op, w.backend, w.nbytes, w.group_size = op, backend, nbytes, group_size
         w._torch, w._stream, w._reqs, w._mpi_test, w._after = torch_work, stream_ordered, \
             None, None, None
         w._done, w._t0, w.source, w.check, w._keep = False, \
             time.perf_counter() if ON_COMPLETE else 0.0, None, None, ()
+        SPARE.append(w)
         return w
 
     def describe(self) -> str:
@@ -96,10 +107,10 @@ class Work(tdist.Work):
             # group's timeout while a peer waits in another call).
             t = self._torch
             try:
-                if self._stream or t.is_completed():
-                    t.wait()       # a stream wait, or done (its error, if any, without a slice)
+                if self._stream:
+                    t.wait()
                 else:
-                    wait_torch_host(t, get_timeout())
+                    wait_torch_host(t)
             except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                 self._raise(e, get_timeout())
             if self._after or ON_COMPLETE:
@@ -115,15 +126,20 @@ class Work(tdist.Work):
             else:
                 self._wait_torch_host(secs)
         if self._reqs:
-            reqs, test = self._reqs, self._mpi_test
-            try:
-                # MPI_Test drives MPI's whole progress engine: no separate nudge needed.
-                poll_until(lambda: test(reqs), self.describe(), secs, progresses=True,
-                           check=self.check)
-            except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
-                raise mcr_error(e, self.describe(), secs) from e
+            self._wait_mpi(secs)
         self._complete()
         return True
+
+    def _wait_mpi(self, secs: float) -> None:
+        # Apart from wait: its lambda would make closure cells of wait's locals, a cost to
+        # every wait (the hot path's too).
+        reqs, test = self._reqs, self._mpi_test
+        try:
+            # MPI_Test drives MPI's whole progress engine: no separate nudge needed.
+            poll_until(lambda: test(reqs), self.describe(), secs, progresses=True,
+                       check=self.check)
+        except Exception as e:  # noqa: BLE001 - MPI's errors, raised as mcr's
+            raise mcr_error(e, self.describe(), secs) from e
 
     def wait_issued(self) -> None:
         """wait() for the caller that issued the op and is still on the stream it issued on
@@ -226,6 +242,10 @@ class Work(tdist.Work):
 
 
 _WORK_INIT = tdist.Work.__init__
+# The Work of_torch handed out last: the next call reuses it once its caller has let go (an
+# asynchronous call waited at once, the common pattern). Emptied when mcr's session ends.
+SPARE: list[Work] = []
+_refcount, _weakrefs = sys.getrefcount, weakref.getweakrefcount
 
 
 class Composite(Work):

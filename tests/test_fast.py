@@ -245,3 +245,34 @@ def test_capture_before_a_groups_first_call_falls_to_a_library_ready_for_it() ->
     sdma.name, sdma._groups, sdma.engine = "sdma", {}, "cuda"
     g.handles["sdma"] = object()
     assert "first call" in sdma.decline(key(True)._replace(op="all_gather"), g)
+
+
+def test_an_async_work_is_reused_only_once_nothing_holds_it() -> None:
+    """Work.of_torch reuses the last Work it handed out, never one its caller (or anyone,
+    weakly) still holds, and a reused one starts as new."""
+    import weakref
+
+    from mcr.work import Work
+
+    class Library:          # a torch work that is done: wait() returns at once
+        def wait(self, timeout: object = None) -> bool:
+            return True
+
+        def is_completed(self) -> bool:
+            return True
+
+    held = Work.of_torch("all_reduce", "gloo", 4, 2, Library(), False)
+    other = Work.of_torch("all_reduce", "gloo", 8, 2, Library(), False)
+    assert other is not held and held.nbytes == 4
+    held.wait()
+    other._after = [lambda: None]
+    before = id(other)
+    del other                                        # dropped unwaited, with an after hook
+    again = Work.of_torch("all_gather", "gloo", 16, 2, Library(), False)
+    assert id(again) == before                       # the dropped one, reset
+    assert (again.op, again.nbytes, again._after, again._done) == ("all_gather", 16, None, False)
+    assert held._done and held.nbytes == 4           # the held one untouched
+    ref = weakref.ref(again)
+    del again
+    fresh = Work.of_torch("all_reduce", "gloo", 4, 2, Library(), False)
+    assert ref() is None and fresh.op == "all_reduce"   # weakly held: not reused, let go
