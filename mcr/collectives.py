@@ -16,6 +16,7 @@ from . import ops as O
 from .errors import CallError
 from .route import (
     SUM,
+    TORCH_REDOP_IDS,
     buffer_of,
     finish,
     may_sync,
@@ -41,7 +42,8 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None,
     if t.requires_grad:      # checks.plain, inline on the hot path
         t = t.detach()
     g = _RT[0].world if group is None and _RT else group_of(group, "all_reduce")
-    op = redop_of(op, "all_reduce")
+    if id(op) not in TORCH_REDOP_IDS:       # redop_of, inline on the hot path
+        op = redop_of(op, "all_reduce")
     b = pick(O.ALL_REDUCE, g, t, t.nbytes, op, backend)
     c, after = (t, None) if t.is_contiguous() else readwrite(t)
     if op is not SUM:

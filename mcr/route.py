@@ -90,16 +90,17 @@ def pick(op: str, g: Group, t: torch.Tensor | None, nbytes: int, redop: Any,
     bytes to count where nbytes is not what moves: UNKNOWN, or the key of an uneven all-to-all)."""
     rt = runtime._RT[0]
     graph = rt.cuda and _capturing()
+    cuda = t is not None and t.is_cuda     # once: each tensor property costs ~40 ns
     prof = PROFILE[-1] if PROFILE else rt.cfg.profile
     if prof == AUTO:
-        prof = "overlap" if t is not None and t.is_cuda and not graph and \
+        prof = "overlap" if cuda and not graph and \
             op in rt.dispatcher.tables.profiled_ops and _side_stream(t.get_device()) \
             else "standalone"
     # Reduce ops by identity (hashing torch's enum costs ~0.4 us); every PREMUL_SUM(factor)
     # decides alike, whatever its factor.
     rk = None if redop is None else -1 if type(redop) is _REDUCE_OP_OBJ else id(redop)
     fk = (op, g.id, nbytes, None if t is None else t.dtype,
-          0 if t is None else 1 if t.is_cuda else 0 if t.is_cpu else t.device.type,
+          1 if cuda else 0 if t is None or t.is_cpu else t.device.type,
           rk, prof, forced, buffer, graph, root, even)
     if op != O.P2P:
         g.calls += 1
@@ -240,10 +241,10 @@ def which_backend(op: str, nbytes: int, dtype: torch.dtype, device: str = "cpu",
 
 def redop_of(op: Any, what: str) -> Any:
     """torch's ReduceOp for op (DeepSpeed's enum and names accepted); CallError naming `what`."""
-    return op if id(op) in _TORCH_REDOP_IDS else O.as_redop(op, what)
+    return op if id(op) in TORCH_REDOP_IDS else O.as_redop(op, what)
 
 
-_TORCH_REDOP_IDS = frozenset(id(op) for op in O.REDOP_NAMES)   # torch's enum values are singletons
+TORCH_REDOP_IDS = frozenset(id(op) for op in O.REDOP_NAMES)   # torch's enum values are singletons
 _REDUCE_OP_OBJ = ReduceOp            # type of a ReduceOp object, e.g. PREMUL_SUM(factor)
 SUM = ReduceOp.SUM
 

@@ -79,6 +79,8 @@ class TorchPGBackend(Backend):
         # Options are plain structs that torch copies per call: built once per variant, keyed
         # by identity (torch's reduce ops are singletons; hashing them costs ~0.4 us).
         self._opts: dict[tuple[int, bool, int], Any] = {}
+        # all_reduce's, by asyncOp (here) then reduce op: no tuple to build and hash per call.
+        self._ar_opts: tuple[dict[int, Any], dict[int, Any]] = ({}, {})
 
     def _opt(self, cls: Any, here: bool, redop: Any = None) -> Any:
         o = self._opts.get((id(cls), here, id(redop)))
@@ -109,7 +111,7 @@ class TorchPGBackend(Backend):
                     if self.domain == STREAM:
                         w.wait()
                     else:
-                        wait_torch_host(w, get_timeout())
+                        wait_torch_host(w)
                 except Exception as e:  # noqa: BLE001 - a library's, raised as mcr's
                     raise mcr_error(e, f"{what} on backend '{self.name}' ({t.nbytes} bytes), "
                                        f"group {g.ranks}", get_timeout()) from e
@@ -136,9 +138,13 @@ class TorchPGBackend(Backend):
         """In-place all-reduce on the ProcessGroup."""
         # _waits_here and _real inline: the hottest call of all.
         here = sync and not ON_COMPLETE and (self.domain == STREAM or not PENDING[0])
+        opts = self._ar_opts[here].get(id(redop))
+        if opts is None:
+            opts = self._opt(_C10D.AllreduceOptions, here, redop)
+            if not is_premul(redop):     # a premul's carries its factor: not kept
+                self._ar_opts[here][id(redop)] = opts
         w = g.handles[self.name].allreduce(
-            [torch.view_as_real(t) if t.is_complex() else t],
-            self._opt(_C10D.AllreduceOptions, here, redop))
+            [torch.view_as_real(t) if t.is_complex() else t], opts)
         if here or (self.domain == STREAM and not ON_COMPLETE):
             return self._done("all_reduce", t, g, w, here)
         # _done's last case inline: a host library's work under way, as mcr's Work.
