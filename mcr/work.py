@@ -69,10 +69,10 @@ class Work(tdist.Work):
             w = SPARE.pop()
         except IndexError:
             w = None
-        # Reused where nothing else holds it (this frame and getrefcount's argument: 2), not
-        # even weakly: torch's Work.__init__ and the object's allocation cost more than all of
-        # this call's own host time. A pop, not a read: two threads never take the same one.
-        if w is None or _refcount(w) != 2 or _weakrefs(w) or type(w) is not cls:
+        # Reused where nothing else holds it, not even weakly: torch's Work.__init__ and the
+        # object's allocation cost more than all of this call's own host time. A pop, not a
+        # read: two threads never take the same one.
+        if w is None or _refcount(w) != _SOLE or _weakrefs(w) or type(w) is not cls:
             w = cls.__new__(cls)
             _WORK_INIT(w)
         w.op, w.backend, w.nbytes, w.group_size = op, backend, nbytes, group_size
@@ -246,6 +246,18 @@ _WORK_INIT = tdist.Work.__init__
 # asynchronous call waited at once, the common pattern). Emptied when mcr's session ends.
 SPARE: list[Work] = []
 _refcount, _weakrefs = sys.getrefcount, weakref.getweakrefcount
+
+
+def _sole_count() -> int:
+    """getrefcount of an object held by one local only, taken as of_torch takes it (this
+    frame's and the argument's: 2 up to Python 3.13; interpreters that borrow references for
+    arguments count fewer)."""
+    spare = [object()]
+    w = spare.pop()
+    return _refcount(w)
+
+
+_SOLE = _sole_count()
 
 
 class Composite(Work):
