@@ -89,7 +89,7 @@ def wait_torch_host(w: Any, secs: float | None = None) -> None:
         w.wait(_SLICE)
         return
     except RuntimeError as e:
-        secs = _TIMEOUT_S[0] if secs is None else secs
+        secs = get_timeout() if secs is None else secs
         if not _slice_ran_out(e) or secs <= 1.0:
             raise
     deadline = time.monotonic() + secs - 1.0
