@@ -145,6 +145,17 @@ def test_random_gpu_nccl_mpi():
     _ok(out, n, "RANDOM OK 2000 ops")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(gpus() < 1, reason="needs a CUDA GPU")
+def test_special_values_give_torchs_answer_on_every_gpu_path():
+    """The special-value matrix below on GPU tensors, one rank per GPU: NCCL, MPI, sdma, symm
+    forced in turn and the table's choice (on one GPU each library's one-rank path)."""
+    n = gpus()
+    out = run_mpi(n, "special_worker.py", "--device", "cuda", "--backends",
+                  "nccl,mpi,sdma,symm,auto", env={"MCR_TIMEOUT_S": "60"})
+    _ok(out, n, "SPECIAL OK")
+
+
 @pytest.mark.parametrize("launcher,n,guard", [("mpi", 2, "auto"), ("mpi", 4, "auto"),
                                               ("torchrun", 2, "auto"), ("mpi", 2, "data")])
 def test_special_values_give_torchs_answer_on_every_path(launcher, n, guard):

@@ -122,3 +122,41 @@ def test_low_latency_kernels_give_torch_s_results_on_ranks_that_drift(world: int
         for r in range(world):
             assert torch.equal(outs[r].view(torch.uint8), want[r].view(torch.uint8)), \
                 (k, op, r, outs[r].numel())
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_low_latency_sums_give_torch_s_special_values(world: int) -> None:
+    """NaN, +Inf, -Inf and -0.0 at rank-dependent places among small integers (exact in any
+    order), through the kernel's all-reduce and reduce-scatter, sum and avg, bf16 and fp32:
+    torch's sum of every rank's tensor, NaN where torch's is NaN (+Inf with -Inf included)."""
+    ranks = _ranks(world, False)
+    streams = [torch.cuda.Stream() for _ in range(world)]
+    special = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0], device="cuda")
+    torch.cuda._sleep(1)
+    torch.cuda.synchronize()
+    n = 7 * 64
+    for dtype in SUMS:
+        for avg in (False, True):
+            for op in (LL.ALL_REDUCE, LL.REDUCE_SCATTER):
+                whole = world * n if op == LL.REDUCE_SCATTER else n
+                ins = []
+                for r in range(world):
+                    x = torch.randint(-8, 9, (whole,), device="cuda").float()
+                    at = torch.arange(r, whole, 7, device="cuda")
+                    x[at] = special[(at // 7 + r) % len(special)]
+                    ins.append(x.to(dtype))
+                keep = [x.clone() for x in ins]
+                outs = ins if op == LL.ALL_REDUCE else \
+                    [torch.empty(n, dtype=dtype, device="cuda") for _ in range(world)]
+                es = keep[0].element_size()
+                for r in range(world):
+                    with torch.cuda.stream(streams[r]):
+                        ranks[r].issue(op, ins[r], outs[r], n * es, avg)
+                torch.cuda.synchronize()
+                for r in range(world):
+                    part = keep if op == LL.ALL_REDUCE else [x[r * n:(r + 1) * n] for x in keep]
+                    want = _sum(part, avg, dtype)
+                    assert bool(want.isnan().any()) and bool(want.isinf().any())
+                    name = f"op {op} {dtype} avg={avg} rank {r}"
+                    torch.testing.assert_close(outs[r], want, rtol=0, atol=0, equal_nan=True,
+                                               msg=lambda m, name=name: f"{name}: {m}")
