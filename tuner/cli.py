@@ -251,8 +251,12 @@ def tune(args: argparse.Namespace, command: str) -> None:
     done = [] if args.fresh or dist.get_rank() != 0 else read_rows(partial)
     box: list[Any] = [done]
     dist.broadcast_object_list(box, 0, backend="gloo")
+    # Uneven calls have keys only at group size x powers of two: all measured, no boundary
+    # between two to bisect.
+    plans = {k: [(p, uneven_grid(grids[k], len(members[k]), unit), 0) if p.splits == "uneven"
+                 else (p, grids[k], args.bisect_steps) for p in passes] for k in groups}
     run = TuneRun(args, stem, partial, backends, passes, groups, box[0], command, cls,
-                  sum(map(len, grids.values())) * len(passes))
+                  sum(len(grid) for plan in plans.values() for _, grid, _ in plan))
     default = default_backend(device)
     rows: list[dict[str, Any]] = []
     for k in groups:
@@ -264,13 +268,9 @@ def tune(args: argparse.Namespace, command: str) -> None:
         if dist.get_rank() in ranks:
             gctx = make_ctx(args, grp, tuple(ranks))
             m = run.measurer(gctx, sub.beat if sub and ranks[0] == dist.get_rank() else None)
-            # Uneven calls have keys only at group size x powers of two: all measured, no
-            # boundary between two to bisect.
-            plan = [(p, uneven_grid(grids[k], len(ranks), unit), 0) if p.splits == "uneven"
-                    else (p, grids[k], args.bisect_steps) for p in passes]
             got = [tune_pass(m, p, grid, default, len(ranks) * unit, args.bisect_ratio,
-                             steps, run.grow) for p, grid, steps in plan]
-            for (p, _, steps), prows in zip(plan, got):
+                             steps, run.grow) for p, grid, steps in plans[k]]
+            for (p, _, steps), prows in zip(plans[k], got):
                 rows += prows + confirm_pass(m, p, prows, default, run.grow,
                                              len(ranks) * unit, args.bisect_ratio, steps)
             if sub:
