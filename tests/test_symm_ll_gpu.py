@@ -126,9 +126,10 @@ def test_low_latency_kernels_give_torch_s_results_on_ranks_that_drift(world: int
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_low_latency_sums_give_torch_s_special_values(world: int) -> None:
-    """NaN, +Inf, -Inf and -0.0 at rank-dependent places among small integers (exact in any
-    order), through the kernel's all-reduce and reduce-scatter, sum and avg, bf16 and fp32:
-    torch's sum of every rank's tensor, NaN where torch's is NaN (+Inf with -Inf included)."""
+    """NaN, +Inf, -Inf and -0.0 among small integers (exact in any order), at places of one
+    rank's own and at places every rank fills (+Inf meets -Inf there), through the kernel's
+    all-reduce and reduce-scatter, sum and avg, bf16 and fp32: torch's sum of every rank's
+    tensor, NaN where torch's is NaN."""
     ranks = _ranks(world, False)
     streams = [torch.cuda.Stream() for _ in range(world)]
     special = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0], device="cuda")
@@ -142,8 +143,10 @@ def test_low_latency_sums_give_torch_s_special_values(world: int) -> None:
                 ins = []
                 for r in range(world):
                     x = torch.randint(-8, 9, (whole,), device="cuda").float()
-                    at = torch.arange(r, whole, 7, device="cuda")
-                    x[at] = special[(at // 7 + r) % len(special)]
+                    # this rank's own places, then places every rank fills (+Inf meets -Inf)
+                    for at in (torch.arange(r + 1, whole, 7, device="cuda"),
+                               torch.arange(0, whole, 7, device="cuda")):
+                        x[at] = special[(at // 7 + r) % len(special)]
                     ins.append(x.to(dtype))
                 keep = [x.clone() for x in ins]
                 outs = ins if op == LL.ALL_REDUCE else \

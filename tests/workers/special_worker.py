@@ -33,14 +33,16 @@ SUMS = (R.SUM, R.AVG)
 
 def inputs(rank: int, dtype: torch.dtype, numel: int, exact: bool = False) -> torch.Tensor:
     """Rank's tensor: random values (exact: integers from -8 to 8), with special values at
-    places that depend on the rank."""
+    places that depend on the rank (up to 4 ranks, 7 places apart, place 3 shared)."""
     g = torch.Generator().manual_seed(1000 + rank)
     if not dtype.is_floating_point:
         return torch.randint(2 ** 30, 2 ** 31 - 1, (numel,), generator=g, dtype=dtype)
     x = torch.randint(-8, 9, (numel,), generator=g).double() if exact else \
         torch.randn(numel, generator=g, dtype=torch.float64)
     for i in range(numel):
-        if (i + rank) % 7 == 0:
+        # Places of this rank's own (no peer's special value there), and places every rank
+        # fills, each with another special value: +Inf meets -Inf, NaN meets Inf, -0.0 meets 0.0.
+        if (i + rank) % 7 == 0 or i % 7 == 3:
             x[i] = SPECIAL[(i // 7 + rank) % len(SPECIAL)]
     return x.to(dtype)
 
