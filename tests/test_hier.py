@@ -112,6 +112,16 @@ def test_hier_mpi_parts(tmp_path):
     assert "'mpi_lanes4'" in out and "'hier'" in out
 
 
+def test_hier_gives_torchs_special_values(tmp_path):
+    """The special-value matrix (NaN, +-Inf, -0.0 under MAX, MIN, SUM and AVG; wrapping int32
+    sums) through hier forced and through the table's choice: MPI inside the nodes, Gloo
+    between them, MPI lanes for large inter-node all-reduces."""
+    from conftest import run_mpi
+    env = dict(SPLIT, MCR_TUNING_TABLE=_table(tmp_path, "mpi", "gloo", "mpi_lanes4"))
+    out = run_mpi(4, "special_worker.py", "--backends", "hier,auto", env=env, timeout=300)
+    assert out.count("SPECIAL OK") == 4, out[-3000:]
+
+
 def test_hier_gloo_parts_mpiexec(tmp_path):
     """Gloo inside and between the nodes under mpiexec (MPI in the process, unused by hier);
     hier in one chunk, and the flat MPI calls on the worker (blocking) in one piece."""
