@@ -51,7 +51,7 @@ def want(op: object, dtype: torch.dtype, numel: int) -> torch.Tensor:
     every = torch.stack([inputs(r, dtype, numel, op in SUMS) for r in range(n)])
     if op in SUMS:
         total = every.sum(0, dtype=dtype)
-        return total if op is R.SUM else total / n     # exact: n is 2 or 4
+        return total if op is R.SUM else total / n     # exact where n is a power of 2
     return every.amax(0) if op is R.MAX else every.amin(0)
 
 
