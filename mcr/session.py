@@ -112,19 +112,30 @@ def init_distributed(dist_backend: str | None = None, auto_mpi_discovery: bool =
 
 
 def _unusable_rules(rt: runtime.Runtime, cuda: bool) -> list[str]:
-    """A line for each library the tables in force name that cannot run in this process (MPI
-    under torchrun, say): its calls go to the next choice, and the user should know why."""
+    """A line for each library the tables in force or MCR_BACKEND name that cannot run in this
+    process (MPI under torchrun, say): its calls go to the next choice, and the user should
+    know why (an A/B run forced onto a library it never reached measures the other one)."""
     out = []
+    forced = rt.cfg.backend
+    b = rt.backends.get(backends_mod.canonical(forced)) if forced else None
+    if isinstance(b, backends_mod.Unavailable):
+        out.append(f"mcr: MCR_BACKEND={forced} names a library that cannot run here "
+                   f"({b.reason}); every call goes where the tables send it instead (counted "
+                   f"as fallbacks in the summary).{_fix(b.name)}")
     for device in ("cuda", "cpu") if cuda else ("cpu",):
         for name in sorted(rt.tables.backends_named(device)):
             b = rt.backends.get(backends_mod.canonical(name))
             if isinstance(b, backends_mod.Unavailable):
-                fix = " Launch with mpirun (or mpiexec) to use them." if b.name == "mpi" or \
-                    b.name.startswith("mpi_lanes") else ""
                 out.append(f"mcr: the tables send some {device} calls to {name}, which cannot "
                            f"run here ({b.reason}); they go to the next choice (the default "
-                           f"library, {backends_mod.default_backend(device)}).{fix}")
+                           f"library, {backends_mod.default_backend(device)}).{_fix(b.name)}")
     return out
+
+
+def _fix(name: str) -> str:
+    """What makes library `name` available, where a launcher is all it lacks."""
+    return " Launch with mpirun (or mpiexec) to use it." if name == "mpi" or \
+        name.startswith("mpi_lanes") else ""
 
 
 def names_mcr(backend: str | None) -> bool:

@@ -30,6 +30,15 @@ def test_tensor_parallel_example_matches_the_unsharded_mlp(launcher):
     assert ("Launch with mpirun" in out) == (launcher == "torchrun")
 
 
+def test_a_forced_library_that_cannot_run_is_said_at_start():
+    """MCR_BACKEND=mpi under torchrun (no MPI there): said once, with the fix; the calls go
+    where the tables send them, and the example still matches."""
+    out = run_torchrun(2, "examples/tensor_parallel.py", env={"MCR_BACKEND": "mpi"})
+    notice = "MCR_BACKEND=mpi names a library that cannot run here"
+    assert out.count(notice) == 1, out[-2000:]
+    assert out.count("all-reduce on gloo, matches the unsharded MLP") == 3, out[-2000:]
+
+
 @pytest.mark.parametrize("name,op", [("fsdp2", "all_gather"), ("deepspeed_zero3", "all_gather"),
                                      ("ddp", "all_reduce")])
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
